@@ -1,0 +1,52 @@
+"""The one exception hierarchy of SGAM.
+
+    SgamError                    root: catch this to catch everything SGAM raises
+    ├── SchemaViolation          a write or read names something the schema does not allow
+    ├── InvalidDelta             a proposed write is malformed (types, times, missing fields)
+    ├── Conflict                 a write contradicts the stored state in a way SGAM will not guess
+    ├── NotFound                 an episode, fact, query or entity that was asked for does not exist
+    ├── StoreUnavailable         Neo4j cannot be reached or refused the credentials (transient)
+    ├── ProvisioningError        the local Neo4j server could not be installed, started or stopped
+    └── ExtractionError          an extractor produced nothing usable
+
+``transient`` says whether retrying the same call later may succeed; workers use it instead of
+parsing messages.
+"""
+
+from __future__ import annotations
+
+
+class SgamError(Exception):
+    """Root of every error SGAM raises."""
+
+    transient: bool = False
+
+
+class SchemaViolation(SgamError):
+    """A name or value that the schema does not allow."""
+
+
+class InvalidDelta(SgamError):
+    """A malformed write proposal: wrong type, naive datetime, missing episode, bad times."""
+
+
+class Conflict(SgamError):
+    """A write that contradicts the stored state, e.g. retracting a value that is not held."""
+
+
+class NotFound(SgamError):
+    """Something asked for by id or name does not exist."""
+
+
+class StoreUnavailable(SgamError):
+    """Neo4j could not be reached, or it refused the connection."""
+
+    transient = True
+
+
+class ProvisioningError(SgamError):
+    """The local Neo4j server could not be provisioned, started or stopped."""
+
+
+class ExtractionError(SgamError):
+    """An extractor failed to produce a usable candidate."""
