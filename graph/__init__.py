@@ -1,0 +1,45 @@
+"""sgam.graph: the store. Fact model, schema, reconciliation, migrations and the Neo4j seam.
+
+Pure modules (``models``, ``schema``, ``reconcile``) never import the driver; ``store`` is the one
+module that executes Cypher.
+"""
+
+from .errors import (
+    Conflict,
+    ExtractionError,
+    InvalidDelta,
+    NotFound,
+    ProvisioningError,
+    SchemaViolation,
+    SgamError,
+    StoreUnavailable,
+)
+from .models import Cardinality, Entity, Episode, EpisodeKind, Fact, MemoryDelta, Op, Status
+from .reconcile import WritePlan, reconcile
+from .schema import AttributeSpec, RetentionClass, Schema, default_schema, quote_identifier
+
+__all__ = [
+    "AttributeSpec",
+    "Cardinality",
+    "Conflict",
+    "Entity",
+    "Episode",
+    "EpisodeKind",
+    "ExtractionError",
+    "Fact",
+    "InvalidDelta",
+    "MemoryDelta",
+    "NotFound",
+    "Op",
+    "ProvisioningError",
+    "RetentionClass",
+    "Schema",
+    "SchemaViolation",
+    "SgamError",
+    "Status",
+    "StoreUnavailable",
+    "WritePlan",
+    "default_schema",
+    "quote_identifier",
+    "reconcile",
+]

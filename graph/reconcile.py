@@ -1,0 +1,360 @@
+"""Reconciliation: the pure function that decides what a proposed write does to stored history.
+
+``reconcile(existing, delta, schema, now)`` reads the stored versions of one
+(tenant, subject, attribute) slot and returns a :class:`WritePlan`: which rows to retire in
+transaction time (``expire``), which rows to create, and which rows merely gain support. Nothing
+here touches the database and the clock is passed in.
+
+Rows are immutable apart from their support counters and ``expired_at``: closing a version writes a
+closed copy and retires the open row, so ``known_at`` queries stay exact.
+
+The believed rows of a slot always form *maximal runs*: for a cardinality-one attribute no two
+believed rows overlap and no two adjacent ones hold the same value; for a set-valued attribute the
+same holds per member. Every operation edits that timeline as a list of segments and then diffs it
+against the stored rows, so the rules below are all the code has to get right:
+
+* **assert** ``v`` at ``t``: if ``v`` already holds at ``t`` the open row gains support; otherwise
+  the row open at ``t`` is cut at ``t`` and ``v`` holds from ``t`` to where that row ended (or,
+  in a gap, to where the next row starts). A backdated assert thus never closes a newer version.
+* **correct** ``v`` at ``t``: the version holding at ``t`` was never true; ``v`` takes over its
+  whole interval. With nothing holding at ``t`` it is an assert.
+* **retract** at ``t``: the version holding at ``t`` ends at ``t`` (retracting at its start means it
+  was never true). Retracting nothing is a no-op.
+* replaying a delta already applied changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from .errors import Conflict, InvalidDelta
+from .models import Cardinality, Fact, MemoryDelta, Op, require_aware
+from .schema import Schema
+
+MAX_FUTURE = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What one delta does: rows to expire, rows to create, rows whose support grows."""
+
+    tenant_id: str
+    subject: str
+    attribute: str
+    rel_type: str
+    kind: str
+    outcome: str
+    delta_key: str
+    episode_id: str
+    now: datetime
+    expire: tuple[str, ...] = ()
+    create: tuple[dict[str, Any], ...] = ()
+    support: tuple[str, ...] = ()
+    message: str = ""
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.expire or self.create or self.support)
+
+
+@dataclass
+class _Segment:
+    """A piece of the valid-time timeline, remembering where it came from."""
+
+    start: datetime
+    end: datetime | None
+    value_key: str
+    rows: list[Fact] = field(default_factory=list)
+    from_delta: bool = False
+
+
+def delta_key(delta: MemoryDelta, value_key: str) -> str:
+    """The idempotency key of a delta: replaying the same statement gives the same key."""
+    parts = [
+        delta.tenant_id, delta.subject, delta.attribute, delta.op.value, value_key,
+        delta.valid_from.isoformat(), delta.source_episode_id,
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
+
+
+def new_memory_id() -> str:
+    return f"m-{uuid.uuid4().hex}"
+
+
+def reconcile(
+    existing: Sequence[Fact],
+    delta: MemoryDelta,
+    schema: Schema,
+    now: datetime,
+    *,
+    max_future: timedelta = MAX_FUTURE,
+) -> WritePlan:
+    """Plan the effect of ``delta`` on the stored versions ``existing`` of its slot.
+
+    ``existing`` holds every stored row of the slot, retired ones included (they carry the
+    idempotency keys of replayed deltas). Raises :class:`InvalidDelta`, :class:`Conflict` or
+    :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen.
+    """
+    now = require_aware(now, "now")
+    spec = schema.attribute(delta.attribute)
+    value, vkey = _checked_value(delta, schema)
+    if delta.valid_from > now + max_future:
+        raise InvalidDelta(
+            f"valid_from {delta.valid_from.isoformat()} of {delta.attribute!r} for {delta.subject!r} "
+            f"is more than {max_future} after now ({now.isoformat()}): valid_from is when the fact "
+            "became true in the world; for a date the fact is about (a deadline), use the value"
+        )
+    if delta.op is Op.CORRECT and spec.cardinality is Cardinality.MANY:
+        raise InvalidDelta(
+            f"op 'correct' is for cardinality-one attributes; {delta.attribute!r} is set-valued: "
+            "retract the wrong member at its valid_from (never true) and assert the right one"
+        )
+    key = delta_key(delta, vkey)
+    base = WritePlan(
+        tenant_id=delta.tenant_id, subject=delta.subject, attribute=delta.attribute,
+        rel_type=schema.rel_type(delta.attribute),
+        kind="relation" if spec.value_type == "entity" else "attribute",
+        outcome="unchanged", delta_key=key, episode_id=delta.source_episode_id, now=now,
+    )
+    if any(key in r.delta_keys or r.expired_by_delta_key == key for r in existing):
+        return replace(base, message="this delta was already applied (replay)")
+
+    believed = sorted(
+        (r for r in existing if r.expired_at is None
+         and (spec.cardinality is Cardinality.ONE or r.value_key == vkey)),
+        key=lambda r: r.valid_from,
+    )
+    holding = _open_at(believed, delta.valid_from)
+    if delta.op is Op.RETRACT:
+        return _retract(base, believed, holding, delta, vkey)
+    if holding is not None and holding.value_key == vkey:
+        return replace(base, outcome="supported", support=(holding.memory_id,),
+                       message="the same value already holds; its support grew")
+    segments = _segments(believed)
+    if delta.op is Op.CORRECT and holding is not None:
+        outcome = "corrected"
+        _replace_segment(segments, holding, vkey)
+    else:
+        outcome = "changed" if holding is not None else "created"
+        _insert_at(segments, delta.valid_from, vkey)
+    return _plan(base, believed, _merge(segments), delta, value, vkey, schema, outcome, holding)
+
+
+def _checked_value(delta: MemoryDelta, schema: Schema) -> tuple[Any, str]:
+    spec = schema.attribute(delta.attribute)
+    if delta.op is Op.RETRACT and delta.value is None:
+        if spec.cardinality is Cardinality.MANY:
+            raise InvalidDelta(
+                f"retracting from set-valued {delta.attribute!r} needs the member to retract as value"
+            )
+        return None, ""
+    return schema.coerce(delta.attribute, delta.value)
+
+
+def _open_at(rows: Sequence[Fact], instant: datetime) -> Fact | None:
+    for row in rows:
+        if row.valid_at(instant):
+            return row
+    return None
+
+
+def _retract(base: WritePlan, believed: list[Fact], holding: Fact | None,
+             delta: MemoryDelta, vkey: str) -> WritePlan:
+    if holding is None:
+        return replace(base, message="nothing holds at valid_from; nothing to retract")
+    if vkey and holding.value_key != vkey:
+        raise Conflict(
+            f"cannot retract {delta.value!r} from {delta.attribute!r} of {delta.subject!r} "
+            f"(tenant {delta.tenant_id!r}): the value held at {delta.valid_from.isoformat()} is "
+            f"{holding.value!r} ({holding.memory_id})"
+        )
+    segments = _segments(believed)
+    index = next(i for i, s in enumerate(segments) if holding in s.rows)
+    segment = segments[index]
+    if segment.start < delta.valid_from:
+        segments[index] = _Segment(segment.start, delta.valid_from, segment.value_key, segment.rows)
+    else:
+        del segments[index]
+    return _plan(base, believed, segments, delta, None, vkey, None, "retracted", holding)
+
+
+def _segments(rows: Sequence[Fact]) -> list[_Segment]:
+    return [_Segment(r.valid_from, r.valid_to, r.value_key, [r]) for r in rows]
+
+
+def _replace_segment(segments: list[_Segment], holding: Fact, vkey: str) -> None:
+    index = next(i for i, s in enumerate(segments) if holding in s.rows)
+    old = segments[index]
+    segments[index] = _Segment(old.start, old.end, vkey, [], from_delta=True)
+
+
+def _insert_at(segments: list[_Segment], instant: datetime, vkey: str) -> None:
+    """Let ``vkey`` hold from ``instant`` to the next boundary of the timeline."""
+    for index, seg in enumerate(segments):
+        if seg.start <= instant and (seg.end is None or instant < seg.end):
+            tail = _Segment(instant, seg.end, vkey, [], from_delta=True)
+            if seg.start < instant:
+                segments[index] = _Segment(seg.start, instant, seg.value_key, seg.rows)
+                segments.insert(index + 1, tail)
+            else:
+                segments[index] = tail
+            return
+        if instant < seg.start:
+            segments.insert(index, _Segment(instant, seg.start, vkey, [], from_delta=True))
+            return
+    segments.append(_Segment(instant, None, vkey, [], from_delta=True))
+
+
+def _merge(segments: list[_Segment]) -> list[_Segment]:
+    """Join adjacent segments holding the same value, so believed rows stay maximal runs."""
+    merged: list[_Segment] = []
+    for seg in segments:
+        last = merged[-1] if merged else None
+        if last is not None and last.end == seg.start and last.value_key == seg.value_key:
+            merged[-1] = _Segment(last.start, seg.end, last.value_key, last.rows + seg.rows,
+                                  last.from_delta or seg.from_delta)
+        else:
+            merged.append(seg)
+    return merged
+
+
+def _unchanged(seg: _Segment) -> bool:
+    if seg.from_delta or len(seg.rows) != 1:
+        return False
+    row = seg.rows[0]
+    return row.valid_from == seg.start and row.valid_to == seg.end
+
+
+def _plan(base: WritePlan, believed: list[Fact], segments: list[_Segment], delta: MemoryDelta,
+          value: Any, vkey: str, schema: Schema | None, outcome: str,
+          holding: Fact | None) -> WritePlan:
+    kept = {seg.rows[0].memory_id for seg in segments if _unchanged(seg)}
+    expire = tuple(r.memory_id for r in believed if r.memory_id not in kept)
+    create: list[dict[str, Any]] = []
+    stated: dict[str, Any] | None = None
+    # The version the delta displaced: the closed copy of the row it cut, or that row itself.
+    predecessor = holding.memory_id if holding is not None else None
+    for seg in segments:
+        if _unchanged(seg):
+            continue
+        if seg.rows and seg.rows[0].valid_from == seg.start:
+            props = _revised(seg, base, delta)
+            if holding in seg.rows and not seg.from_delta:
+                predecessor = props["memory_id"]
+        else:
+            assert schema is not None
+            props = stated = _from_delta(seg, base, delta, value, vkey, schema)
+        create.append(props)
+    if stated is not None:
+        stated["supersedes_memory_id"] = predecessor
+    return replace(base, outcome=outcome, expire=expire, create=tuple(create),
+                   message=_message(outcome, holding))
+
+
+def _message(outcome: str, holding: Fact | None) -> str:
+    if holding is None:
+        return outcome
+    return f"{outcome}; previous version {holding.memory_id} (value {holding.value!r})"
+
+
+def _revised(seg: _Segment, base: WritePlan, delta: MemoryDelta) -> dict[str, Any]:
+    """A closed, trimmed or extended copy of a stored row (it keeps the row's provenance)."""
+    first = seg.rows[0]
+    props = first.model_dump(mode="python")
+    props.update(
+        memory_id=new_memory_id(), valid_from=seg.start, valid_to=seg.end, recorded_at=base.now,
+        expired_at=None, revises_memory_id=first.memory_id, expired_by_episode_id=None,
+        expired_by_delta_key=None,
+    )
+    episodes = list(first.support_episodes)
+    keys = list(first.delta_keys)
+    count = first.support_count
+    for other in seg.rows[1:]:
+        episodes += [e for e in other.support_episodes if e not in episodes]
+        keys += [k for k in other.delta_keys if k not in keys]
+        count += other.support_count
+    if seg.from_delta:
+        if delta.source_episode_id not in episodes:
+            episodes.append(delta.source_episode_id)
+        keys.append(base.delta_key)
+        count += 1
+        props["last_confirmed_at"] = base.now
+    props.update(support_episodes=tuple(episodes), delta_keys=tuple(keys), support_count=count)
+    return props
+
+
+def _from_delta(seg: _Segment, base: WritePlan, delta: MemoryDelta, value: Any, vkey: str,
+                schema: Schema) -> dict[str, Any]:
+    """A new version stated by the delta (absorbing any stored rows it merged with)."""
+    spec = schema.attribute(delta.attribute)
+    episodes = [delta.source_episode_id]
+    keys = [base.delta_key]
+    for row in seg.rows:
+        episodes += [e for e in row.support_episodes if e not in episodes]
+        keys += [k for k in row.delta_keys if k not in keys]
+    return {
+        "memory_id": new_memory_id(),
+        "tenant_id": delta.tenant_id,
+        "subject": delta.subject,
+        "attribute": delta.attribute,
+        "value": value,
+        "value_key": vkey,
+        "value_type": spec.value_type,
+        "kind": base.kind,
+        "memory_type": spec.memory_type,
+        "schema_version": schema.version,
+        "valid_from": seg.start,
+        "valid_to": seg.end,
+        "recorded_at": base.now,
+        "expired_at": None,
+        "supersedes_memory_id": None,
+        "revises_memory_id": seg.rows[0].memory_id if seg.rows else None,
+        "source_episode_id": delta.source_episode_id,
+        "asserted_by": delta.asserted_by or "unknown",
+        "confidence": delta.confidence,
+        "retention_policy": spec.retention,
+        "status": "confirmed",
+        "op": delta.op.value,
+        "support_count": 1 + sum(r.support_count for r in seg.rows),
+        "support_episodes": tuple(episodes),
+        "delta_keys": tuple(keys),
+        "last_confirmed_at": base.now,
+        "expired_by_episode_id": None,
+        "expired_by_delta_key": None,
+    }
+
+
+def apply_plan(rows: Sequence[Fact], plan: WritePlan) -> list[Fact]:
+    """The rows of a slot after ``plan``: what the store will hold (pure; used by batches and tests)."""
+    expire = set(plan.expire)
+    support = set(plan.support)
+    result: list[Fact] = []
+    for row in rows:
+        if row.memory_id in support:
+            row = _supported(row, plan)
+        if row.memory_id in expire:
+            row = row.model_copy(update={
+                "expired_at": plan.now,
+                "expired_by_episode_id": plan.episode_id,
+                "expired_by_delta_key": plan.delta_key,
+            })
+        result.append(row)
+    result.extend(Fact.model_validate(props) for props in plan.create)
+    return result
+
+
+def _supported(row: Fact, plan: WritePlan) -> Fact:
+    episodes = row.support_episodes
+    if plan.episode_id not in episodes:
+        episodes = (*episodes, plan.episode_id)
+    return row.model_copy(update={
+        "support_count": row.support_count + 1,
+        "support_episodes": episodes,
+        "delta_keys": (*row.delta_keys, plan.delta_key),
+        "last_confirmed_at": plan.now,
+    })

@@ -1,0 +1,288 @@
+"""The schema: which entity types and attributes exist, how values are typed, how they reconcile.
+
+A schema is data (loadable from YAML or JSON). Labels, relationship types and property keys that
+reach Cypher come only from here and pass :func:`quote_identifier`; values are always parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InvalidDelta, SchemaViolation
+from .models import Cardinality, require_aware
+
+ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
+
+_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
+_REL_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+_ATTRIBUTE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_RESERVED_LABELS = {"Entity", "Value", "Episode", "SchemaVersion", "Migration"}
+_RESERVED_REL_TYPES = {"MENTIONS"}
+
+
+def quote_identifier(name: str) -> str:
+    """Quote a label, relationship type or property key for Cypher.
+
+    Only plain ASCII identifiers are accepted, so no backtick, quote or unicode look-alike can reach
+    a query; anything else is refused rather than escaped.
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
+        raise SchemaViolation(
+            f"identifier {name!r} cannot be used in Cypher: use 1-64 ASCII letters, digits or '_', "
+            "starting with a letter"
+        )
+    return f"`{name}`"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetentionClass(_Spec):
+    """How long facts of this class live: ``ttl_days`` or ``None`` for permanent."""
+
+    ttl_days: int | None = Field(default=None, ge=1)
+
+
+class AttributeSpec(_Spec):
+    """One attribute (or relation, when ``value_type`` is ``entity``) of an entity type."""
+
+    value_type: ValueType
+    cardinality: Cardinality = Cardinality.ONE
+    memory_type: str = "profile"
+    retention: str = "permanent"
+    subject_types: tuple[str, ...] = ()
+    target: str | None = None
+    values: tuple[str, ...] = ()
+    rel_type: str | None = None
+    normalise: Literal["lower", "strip", "upper"] | None = None
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> AttributeSpec:
+        if self.value_type == "entity" and not self.target:
+            raise ValueError("an entity-valued attribute (a relation) needs a 'target' entity type")
+        if self.value_type == "enum" and not self.values:
+            raise ValueError("an enum attribute needs its allowed 'values'")
+        return self
+
+
+class Schema(_Spec):
+    """A versioned schema. ``attributes`` maps attribute names to their specs."""
+
+    name: str = "default"
+    version: int = Field(default=1, ge=1)
+    entity_types: tuple[str, ...]
+    attributes: dict[str, AttributeSpec]
+    retention: dict[str, RetentionClass] = Field(
+        default_factory=lambda: {"permanent": RetentionClass()}
+    )
+
+    @field_validator("entity_types")
+    @classmethod
+    def _labels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for label in value:
+            if not _LABEL_RE.match(label) or label in _RESERVED_LABELS:
+                raise ValueError(
+                    f"entity type {label!r} must be CamelCase ASCII (e.g. Customer) and not one of "
+                    f"{sorted(_RESERVED_LABELS)}"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Schema:
+        rel_types: dict[str, str] = {}
+        for name, spec in self.attributes.items():
+            if not _ATTRIBUTE_RE.match(name):
+                raise ValueError(f"attribute {name!r} must be snake_case ASCII, e.g. passport_deadline")
+            rel_type = spec.rel_type or name.upper()
+            if not _REL_TYPE_RE.match(rel_type) or rel_type in _RESERVED_REL_TYPES:
+                raise ValueError(f"attribute {name!r}: relationship type {rel_type!r} is not allowed")
+            if rel_type in rel_types:
+                raise ValueError(f"attributes {rel_types[rel_type]!r} and {name!r} share {rel_type}")
+            rel_types[rel_type] = name
+            for label in (*spec.subject_types, *([spec.target] if spec.target else [])):
+                if label not in self.entity_types:
+                    raise ValueError(
+                        f"attribute {name!r} names entity type {label!r}, which is not one of "
+                        f"{list(self.entity_types)}"
+                    )
+            if spec.retention not in self.retention:
+                raise ValueError(
+                    f"attribute {name!r} uses retention {spec.retention!r}; known: {sorted(self.retention)}"
+                )
+        return self
+
+    # -- loading ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Schema:
+        """Load a schema from a ``.yaml``/``.yml`` or ``.json`` file."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise SchemaViolation(f"schema file {path} could not be read: {exc}") from exc
+        return cls.from_data(data, origin=str(path))
+
+    @classmethod
+    def from_data(cls, data: Any, origin: str = "schema") -> Schema:
+        """Build a schema from parsed YAML/JSON, with errors that name the offending element."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+            )
+            raise SchemaViolation(f"{origin} is not a valid SGAM schema: {problems}") from exc
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def attribute(self, name: str) -> AttributeSpec:
+        """The spec of ``name``, or a :class:`SchemaViolation` listing the known attributes."""
+        try:
+            return self.attributes[name]
+        except KeyError:
+            raise SchemaViolation(
+                f"unknown attribute {name!r}; schema {self.name!r} v{self.version} knows: "
+                f"{', '.join(sorted(self.attributes))}"
+            ) from None
+
+    def rel_type(self, name: str) -> str:
+        """The Neo4j relationship type that stores facts of attribute ``name``."""
+        spec = self.attribute(name)
+        return spec.rel_type or name.upper()
+
+    def check_entity_type(self, label: str) -> str:
+        if label not in self.entity_types:
+            raise SchemaViolation(
+                f"unknown entity type {label!r}; known: {', '.join(self.entity_types)}"
+            )
+        return label
+
+    def subject_type_for(self, attribute: str, given: str | None) -> str:
+        """The subject's entity type: the given one (checked) or the attribute's only allowed type."""
+        spec = self.attribute(attribute)
+        if given is not None:
+            self.check_entity_type(given)
+            if spec.subject_types and given not in spec.subject_types:
+                raise SchemaViolation(
+                    f"attribute {attribute!r} is not allowed on {given}; allowed on "
+                    f"{', '.join(spec.subject_types)}"
+                )
+            return given
+        if len(spec.subject_types) == 1:
+            return spec.subject_types[0]
+        raise SchemaViolation(
+            f"attribute {attribute!r} needs subject_type (one of "
+            f"{', '.join(spec.subject_types or self.entity_types)})"
+        )
+
+    def coerce(self, attribute: str, raw: Any) -> tuple[Any, str]:
+        """Check and convert a proposed value; returns ``(value, value_key)``.
+
+        ``value_key`` is a canonical string used to compare values (``"2026-06-30"`` equals a
+        ``date(2026, 6, 30)``), after the attribute's normaliser ran.
+        """
+        spec = self.attribute(attribute)
+        value = _coerce(spec, attribute, raw)
+        return value, value_key(value)
+
+
+def value_key(value: Any) -> str:
+    """A canonical, type-tagged string for equality of stored values."""
+    if isinstance(value, bool):
+        return f"bool:{str(value).lower()}"
+    if isinstance(value, datetime):
+        return f"datetime:{value.isoformat()}"
+    if isinstance(value, date):
+        return f"date:{value.isoformat()}"
+    if isinstance(value, (int, float)):
+        return f"num:{float(value)!r}"
+    return f"str:{value}"
+
+
+def _fail(attribute: str, spec: AttributeSpec, raw: Any, hint: str = "") -> InvalidDelta:
+    expected = spec.value_type if spec.value_type != "enum" else f"one of {list(spec.values)}"
+    return InvalidDelta(
+        f"value {raw!r} ({type(raw).__name__}) is not valid for attribute {attribute!r}: "
+        f"expected {expected}{hint}"
+    )
+
+
+def _coerce(spec: AttributeSpec, attribute: str, raw: Any) -> Any:
+    kind = spec.value_type
+    if raw is None:
+        raise _fail(attribute, spec, raw)
+    if kind in ("string", "entity", "enum"):
+        if not isinstance(raw, str) or not raw.strip():
+            raise _fail(attribute, spec, raw)
+        text = _normalise(raw, spec.normalise)
+        if kind == "enum" and text not in spec.values:
+            raise _fail(attribute, spec, raw)
+        return text
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        raise _fail(attribute, spec, raw)
+    if kind == "int":
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        raise _fail(attribute, spec, raw)
+    if kind == "float":
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            return float(raw)
+        raise _fail(attribute, spec, raw)
+    if kind == "date":
+        return _as_date(spec, attribute, raw)
+    return _as_datetime(spec, attribute, raw)
+
+
+def _normalise(text: str, how: str | None) -> str:
+    text = text.strip()
+    if how == "lower":
+        return text.lower()
+    if how == "upper":
+        return text.upper()
+    return text
+
+
+def _as_date(spec: AttributeSpec, attribute: str, raw: Any) -> date:
+    if isinstance(raw, datetime):
+        raise _fail(attribute, spec, raw, " (a date, not a datetime)")
+    if isinstance(raw, date):
+        return raw
+    try:
+        return date.fromisoformat(raw)
+    except (TypeError, ValueError):
+        raise _fail(attribute, spec, raw, " as YYYY-MM-DD") from None
+
+
+def _as_datetime(spec: AttributeSpec, attribute: str, raw: Any) -> datetime:
+    if isinstance(raw, str):
+        try:
+            raw = datetime.fromisoformat(raw)
+        except ValueError:
+            raise _fail(attribute, spec, raw, " as an ISO 8601 datetime with timezone") from None
+    if not isinstance(raw, datetime):
+        raise _fail(attribute, spec, raw)
+    try:
+        return require_aware(raw, f"value of {attribute!r}")
+    except ValueError as exc:
+        raise InvalidDelta(str(exc)) from None
+
+
+def default_schema() -> Schema:
+    """The schema shipped with SGAM and used by the demo and tests."""
+    from importlib.resources import files
+
+    resource = files(__package__) / "schemas" / "default.yaml"
+    return Schema.from_data(yaml.safe_load(resource.read_text(encoding="utf-8")), origin=str(resource))

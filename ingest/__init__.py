@@ -1,0 +1,1 @@
+"""sgam.ingest: the write path from episodes to validated deltas."""

@@ -1,0 +1,1 @@
+"""sgam.queries: the read path."""

@@ -1,0 +1,777 @@
+"""Provision and run a local Neo4j 5.26 Community server assembled from Maven Central.
+
+No Docker and no dist.neo4j.org: Maven resolves the server's jars once into a cache shared by
+every home, and the server is launched the way ``bin/neo4j console`` launches it
+(``org.neo4j.server.CommunityEntryPoint``). Each home holds its own conf, data, logs and
+``credentials.json``.
+
+    server = LocalServer(Settings())
+    info = server.up()        # idempotent: returns the running server if there is one
+    server.down()
+
+``resolve_connection(settings)`` is what the rest of SGAM calls: explicit ``NEO4J_*`` settings
+win, then the local server's stored credentials.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.resources
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Iterator
+from typing import NoReturn
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape as xml_escape
+
+from graph.errors import ProvisioningError
+from sgam.settings import Settings
+
+MAIN_CLASS = "org.neo4j.server.CommunityEntryPoint"
+ADMIN_CLASS = "org.neo4j.cli.AdminTool"
+SUPPORTED_JAVA = (17, 21)
+DEFAULT_USER = "neo4j"
+PID_FILE = "sgam-neo4j.pid"
+LIB_MARKER = ".sgam-complete"
+STOP_TIMEOUT = 60.0
+LOG_TAIL_LINES = 15
+
+JAVA_MISSING = (
+    "Java 17 or 21 is required to run the local Neo4j: install it "
+    "(Debian: apt-get install openjdk-17-jre-headless) or point NEO4J_URI at a running server"
+)
+MAVEN_MISSING = (
+    "Maven is required to fetch the local Neo4j from Maven Central: install it "
+    "(Debian: apt-get install maven) or point NEO4J_URI at a running server"
+)
+
+# What bin/neo4j passes to the server JVM (5.26 default neo4j.conf). The launcher reads these
+# from server.jvm.additional, but we start CommunityEntryPoint directly, so they must be on the
+# command line. The --add-opens matter: without java.nio, vector index population stalls.
+JVM_FLAGS = (
+    "-XX:+UseG1GC",
+    "-XX:-OmitStackTraceInFastThrow",
+    "-XX:+AlwaysPreTouch",
+    "-XX:+UnlockExperimentalVMOptions",
+    "-XX:+TrustFinalNonStaticFields",
+    "-XX:+DisableExplicitGC",
+    "-Djdk.nio.maxCachedBufferSize=1024",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Djdk.tls.ephemeralDHKeySize=2048",
+    "-Djdk.tls.rejectClientInitiatedRenegotiation=true",
+    "-XX:FlightRecorderOptions=stackdepth=256",
+    "-XX:+UnlockDiagnosticVMOptions",
+    "-XX:+DebugNonSafepoints",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--enable-native-access=ALL-UNNAMED",
+    "-Dlog4j2.disable.jmx=true",
+    "-Dlog4j.layout.jsonTemplate.maxStringLength=32768",
+    "-Dfile.encoding=UTF-8",
+)
+
+# Shipped rather than relying on the defaults embedded in the jars, whose fallback rules
+# changed across 5.x releases.
+USER_LOGS_XML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="ERROR" packages="org.neo4j.logging.log4j">
+  <Appenders>
+    <RandomAccessFile name="Neo4jLog" fileName="${config:server.directories.logs}/neo4j.log">
+      <PatternLayout pattern="%d{yyyy-MM-dd HH:mm:ss.SSSZ}{GMT+0} %-5p %m%n"/>
+    </RandomAccessFile>
+    <Console name="ConsoleAppender" target="SYSTEM_OUT">
+      <PatternLayout pattern="%d{yyyy-MM-dd HH:mm:ss.SSSZ}{GMT+0} %-5p %m%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="Neo4jLog"/><AppenderRef ref="ConsoleAppender"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+SERVER_LOGS_XML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="ERROR" packages="org.neo4j.logging.log4j">
+  <Appenders>
+    <RandomAccessFile name="DebugLog" fileName="${config:server.directories.logs}/debug.log">
+      <Neo4jDebugLogLayout pattern="%d{yyyy-MM-dd HH:mm:ss.SSSZ}{GMT+0} %-5p [%c{1.}] %m%n"/>
+    </RandomAccessFile>
+    <RandomAccessFile name="QueryLog" fileName="${config:server.directories.logs}/query.log">
+      <PatternLayout pattern="%d{yyyy-MM-dd HH:mm:ss.SSSZ}{GMT+0} %-5p %m%n"/>
+    </RandomAccessFile>
+    <RandomAccessFile name="HttpLog" fileName="${config:server.directories.logs}/http.log">
+      <PatternLayout pattern="%d{yyyy-MM-dd HH:mm:ss.SSSZ}{GMT+0} %-5p %m%n"/>
+    </RandomAccessFile>
+    <RandomAccessFile name="SecurityLog" fileName="${config:server.directories.logs}/security.log">
+      <PatternLayout pattern="%d{yyyy-MM-dd HH:mm:ss.SSSZ}{GMT+0} %-5p %m%n"/>
+    </RandomAccessFile>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="DebugLog"/></Root>
+    <Logger name="QueryLogger" level="INFO" additivity="false"><AppenderRef ref="QueryLog"/></Logger>
+    <Logger name="HttpLogger" level="INFO" additivity="false"><AppenderRef ref="HttpLog"/></Logger>
+    <Logger name="SecurityLogger" level="INFO" additivity="false"><AppenderRef ref="SecurityLog"/></Logger>
+  </Loggers>
+</Configuration>
+"""
+
+# Popen objects of servers started by this Python process, kept so they are reaped (no zombie
+# left looking alive to kill(pid, 0)) and never garbage-collected while the server runs.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """How to reach a running local server. The password stays in ``credentials_path``."""
+
+    uri: str
+    http_url: str
+    browser_url: str
+    user: str
+    credentials_path: Path
+    home: Path
+    logs_dir: Path
+    pid: int
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """Whether the local server of a home is running, and where its files are."""
+
+    running: bool
+    pid: int | None
+    uri: str
+    browser_url: str
+    home: Path
+    logs_dir: Path
+    credentials_path: Path
+
+
+class LocalServer:
+    """One Neo4j Community server living in ``settings.home``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        # Absolute, because the path is matched against the server's --home-dir argument.
+        self.home = settings.home.expanduser().resolve()
+        self.cache_dir = settings.cache_dir.expanduser().resolve()
+
+    # ---- paths -----------------------------------------------------------------------------
+
+    @property
+    def lib_dir(self) -> Path:
+        """Jars of this Neo4j version, shared by every home so they are resolved only once."""
+        return self.cache_dir / f"neo4j-{self.settings.neo4j_version}" / "lib"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.home / "conf"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.home / "credentials.json"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.home / "run" / PID_FILE
+
+    @property
+    def console_log(self) -> Path:
+        return self.logs_dir / "console.log"
+
+    @property
+    def uri(self) -> str:
+        return f"bolt://127.0.0.1:{self.settings.bolt_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.http_port}"
+
+    @property
+    def browser_url(self) -> str:
+        return self.http_url + "/browser/"
+
+    # ---- public API ------------------------------------------------------------------------
+
+    def up(self) -> ServerInfo:
+        """Start the server if it is not running, and return once Bolt accepts our credentials.
+
+        Raises ProvisioningError with a one-line cause (and a log excerpt when the server
+        itself failed).
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        with self._home_lock():
+            pid = self._running_pid()
+            if pid is not None:
+                # Another `up` may have started it moments ago; waiting is cheap once it is ready.
+                # It is not ours to stop if that wait fails.
+                self._wait_ready(pid, stop_on_failure=False)
+                return self._info(pid)
+
+            java = self._check_java()
+            self._check_maven()
+            self.ensure_jars()
+            self._make_dirs()
+            self.write_config()
+            if self._is_first_start():
+                self._set_initial_password(java)
+            elif self.credentials() is None:
+                raise ProvisioningError(
+                    f"the database in {self.home / 'data'} exists but {self.credentials_path} "
+                    "is missing, so its password is unknown: restore the file, delete the data "
+                    "directory to start over, or point NEO4J_URI/NEO4J_PASSWORD at it"
+                )
+            self._check_ports_free()
+            pid = self._start(java)
+            self._wait_ready(pid, stop_on_failure=True)
+            return self._info(pid)
+
+    def down(self) -> bool:
+        """Stop the server this home started; return False if none was running.
+
+        Only a process whose command line is our CommunityEntryPoint for this home is signalled,
+        so a stale pid file never kills an unrelated process.
+        """
+        if not self.home.exists():
+            return False
+        with self._home_lock():
+            pid = self._running_pid()
+            if pid is None:
+                self.pid_path.unlink(missing_ok=True)
+                return False
+            self._stop(pid)
+            self.pid_path.unlink(missing_ok=True)
+            return True
+
+    def status(self) -> ServerStatus:
+        """Report whether the server is running, without starting or waiting for anything."""
+        pid = self._running_pid()
+        creds = self.credentials()
+        return ServerStatus(
+            running=pid is not None,
+            pid=pid,
+            uri=creds[0] if creds else self.uri,
+            browser_url=self.browser_url,
+            home=self.home,
+            logs_dir=self.logs_dir,
+            credentials_path=self.credentials_path,
+        )
+
+    def credentials(self) -> tuple[str, str, str] | None:
+        """(uri, user, password) stored at first provisioning, or None if there are none."""
+        try:
+            data = json.loads(self.credentials_path.read_text(encoding="utf-8"))
+            return (str(data["uri"]), str(data["user"]), str(data["password"]))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ProvisioningError(f"cannot read {self.credentials_path}: {exc}") from exc
+
+    def ensure_jars(self) -> Path:
+        """Resolve the server's jars from Maven Central unless a complete lib dir is cached."""
+        if self._lib_complete():
+            return self.lib_dir
+        version_dir = self.lib_dir.parent
+        version_dir.mkdir(parents=True, exist_ok=True)
+        # Two homes provisioning at once would otherwise both download and race on the rename.
+        with _file_lock(version_dir / ".lock"):
+            if self._lib_complete():
+                return self.lib_dir
+            build_dir = version_dir / f"build-{os.getpid()}"
+            shutil.rmtree(build_dir, ignore_errors=True)
+            try:
+                staged = self._resolve_into(build_dir)
+                # Rename is atomic: an interrupted download leaves only a build dir, never a half lib.
+                shutil.rmtree(self.lib_dir, ignore_errors=True)
+                staged.rename(self.lib_dir)
+            finally:
+                shutil.rmtree(build_dir, ignore_errors=True)
+        return self.lib_dir
+
+    def write_config(self) -> Path:
+        """Write conf/neo4j.conf and the log4j files from scratch.
+
+        Never appended to: strict validation refuses to start on a duplicated key.
+        """
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        lines = ["# Written by sgam on every `sgam neo4j up`; edits are overwritten."]
+        lines += [f"{key}={value}" for key, value in self._config().items()]
+        conf = self.conf_dir / "neo4j.conf"
+        _write_atomic(conf, "\n".join(lines) + "\n")
+        _write_atomic(self.conf_dir / "user-logs.xml", USER_LOGS_XML)
+        _write_atomic(self.conf_dir / "server-logs.xml", SERVER_LOGS_XML)
+        return conf
+
+    # ---- configuration ---------------------------------------------------------------------
+
+    def _config(self) -> dict[str, str]:
+        """neo4j.conf as a dict, so a key cannot appear twice. 5.x setting names only."""
+        s = self.settings
+        bolt = f"127.0.0.1:{s.bolt_port}"
+        http = f"127.0.0.1:{s.http_port}"
+        return {
+            "server.directories.data": "data",
+            "server.directories.logs": "logs",
+            "server.directories.plugins": "plugins",
+            "server.directories.import": "import",
+            "server.directories.run": "run",
+            # Loopback only: the server holds the user's memory and must not face the network.
+            "server.default_listen_address": "127.0.0.1",
+            "server.default_advertised_address": "127.0.0.1",
+            "server.bolt.enabled": "true",
+            "server.bolt.listen_address": bolt,
+            # Without these, discovery (and the Browser) advertise the default 7687/7474.
+            "server.bolt.advertised_address": bolt,
+            "server.http.enabled": "true",
+            "server.http.listen_address": http,
+            "server.http.advertised_address": http,
+            "server.https.enabled": "false",
+            "dbms.security.auth_enabled": "true",
+            # Explicit, because the defaults take ~25% of RAM for heap plus most of the rest.
+            "server.memory.heap.initial_size": s.heap_size,
+            "server.memory.heap.max_size": s.heap_size,
+            "server.memory.pagecache.size": s.pagecache_size,
+            "dbms.usage_report.enabled": "false",
+            "client.allow_telemetry": "false",
+            # Otherwise every new database preallocates ~256 MB of transaction log.
+            "db.tx_log.preallocate": "false",
+            # Bolt's Netty groups each idle 5 s before exiting, so every stop took ~10 s.
+            # Connections are already closed by then; a local server need not linger.
+            "internal.dbms.bolt.netty_server_shutdown_quiet_period": "1",
+        }
+
+    def _java_command(self, java: str) -> list[str]:
+        # Same classpath order as the launcher: plugins before lib.
+        classpath = f"{self.home / 'plugins'}/*:{self.lib_dir}/*"
+        heap = self.settings.heap_size
+        return [
+            java,
+            f"-Xms{heap}",
+            f"-Xmx{heap}",
+            *JVM_FLAGS,
+            "-cp",
+            classpath,
+            MAIN_CLASS,
+            f"--home-dir={self.home}",
+            f"--config-dir={self.conf_dir}",
+            # Keeps neo4j.log echoed to stdout (console.log) instead of daemon-mode redirection.
+            "--console-mode",
+        ]
+
+    # ---- provisioning steps ----------------------------------------------------------------
+
+    def _check_java(self) -> str:
+        java = shutil.which("java")
+        if java is None:
+            raise ProvisioningError(JAVA_MISSING)
+        major = _java_major(java)
+        if major not in SUPPORTED_JAVA:
+            raise ProvisioningError(
+                f"Neo4j 5.26 needs Java 17 or 21, but {java} is Java {major}: put a supported "
+                "java first on PATH or point NEO4J_URI at a running server"
+            )
+        return java
+
+    def _check_maven(self) -> None:
+        # Only needed when the jars are not cached yet.
+        if not self._lib_complete() and shutil.which("mvn") is None:
+            raise ProvisioningError(MAVEN_MISSING)
+
+    def _lib_complete(self) -> bool:
+        """True if the marker written after a successful resolve matches what is on disk."""
+        try:
+            marker = json.loads((self.lib_dir / LIB_MARKER).read_text(encoding="utf-8"))
+            jars = [p for p in self.lib_dir.iterdir() if p.suffix == ".jar"]
+        except (OSError, ValueError):
+            return False
+        return (
+            marker.get("neo4j") == self.settings.neo4j_version
+            and marker.get("browser") == self.settings.browser_version
+            and len(jars) > 0
+            and marker.get("jars") == len(jars)
+        )
+
+    def _resolve_into(self, build_dir: Path) -> Path:
+        """Run Maven on a generated pom; return the staged lib dir inside ``build_dir``."""
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise ProvisioningError(MAVEN_MISSING)
+        staged = build_dir / "lib"
+        staged.mkdir(parents=True)
+        template = (
+            importlib.resources.files("sgam") / "resources" / "neo4j-assembly.pom.xml"
+        ).read_text(encoding="utf-8")
+        pom = build_dir / "pom.xml"
+        pom.write_text(
+            template.replace("@NEO4J_VERSION@", xml_escape(self.settings.neo4j_version))
+            .replace("@BROWSER_VERSION@", xml_escape(self.settings.browser_version))
+            .replace("@LIB_DIR@", xml_escape(str(staged))),
+            encoding="utf-8",
+        )
+        result = subprocess.run(
+            [mvn, "-B", "-q", "-f", str(pom), "package"],
+            cwd=build_dir,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).strip().splitlines()
+            excerpt = "\n".join(output[-LOG_TAIL_LINES:])
+            raise ProvisioningError(
+                f"Maven could not resolve Neo4j {self.settings.neo4j_version} from Maven "
+                f"Central (exit {result.returncode}):\n{excerpt}"
+            )
+        jars = [p for p in staged.iterdir() if p.suffix == ".jar"]
+        if not any(p.name.startswith("org.neo4j.app.neo4j-server-") for p in jars):
+            raise ProvisioningError(f"Maven finished but {staged} holds no neo4j-server jar")
+        marker = {
+            "neo4j": self.settings.neo4j_version,
+            "browser": self.settings.browser_version,
+            "jars": len(jars),
+        }
+        (staged / LIB_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+        return staged
+
+    def _make_dirs(self) -> None:
+        for name in ("conf", "data", "logs", "plugins", "import", "run"):
+            (self.home / name).mkdir(parents=True, exist_ok=True)
+
+    def _is_first_start(self) -> bool:
+        """No user store and no databases yet: the initial password can still be set."""
+        data = self.home / "data"
+        databases = data / "databases"
+        has_databases = databases.is_dir() and any(databases.iterdir())
+        return not (data / "dbms" / "auth.ini").exists() and not has_databases
+
+    def _set_initial_password(self, java: str) -> None:
+        password = secrets.token_urlsafe(24)
+        # Stored before the admin tool runs: if the tool fails, the next `up` is still a first
+        # start and simply generates a new password.
+        self._store_credentials(password)
+        env = {**os.environ, "NEO4J_HOME": str(self.home), "NEO4J_CONF": str(self.conf_dir)}
+        result = subprocess.run(
+            [java, "-cp", f"{self.lib_dir}/*", ADMIN_CLASS, "dbms", "set-initial-password", password],
+            env=env,
+            cwd=self.home,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).strip().splitlines()
+            excerpt = "\n".join(output[-LOG_TAIL_LINES:])
+            raise ProvisioningError(
+                f"neo4j-admin set-initial-password failed (exit {result.returncode}):\n{excerpt}"
+            )
+
+    def _store_credentials(self, password: str) -> None:
+        data = {"uri": self.uri, "user": DEFAULT_USER, "password": password}
+        tmp = self.credentials_path.with_name(f".credentials.{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)
+        # O_EXCL + 0600 at creation: the password is never readable by others, not even briefly.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, self.credentials_path)
+
+    def _check_ports_free(self) -> None:
+        for name, port, var in (
+            ("Bolt", self.settings.bolt_port, "SGAM_BOLT_PORT"),
+            ("HTTP", self.settings.http_port, "SGAM_HTTP_PORT"),
+        ):
+            if not _port_free(port):
+                raise ProvisioningError(
+                    f"{name} port {port} on 127.0.0.1 is already in use: stop whatever listens "
+                    f"there, choose another port with {var}, or point NEO4J_URI at that server"
+                )
+
+    def _start(self, java: str) -> int:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        # Keep the previous run's console output for post-mortems; start this one clean so a
+        # failure excerpt only shows this attempt.
+        if self.console_log.exists():
+            os.replace(self.console_log, self.console_log.with_suffix(".log.1"))
+        with open(self.console_log, "wb") as log:
+            proc = subprocess.Popen(
+                self._java_command(java),
+                cwd=self.home,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own session: Ctrl-C in the terminal that ran `up` must not stop the server.
+                start_new_session=True,
+                close_fds=True,
+            )
+        _CHILDREN[proc.pid] = proc
+        _write_atomic(self.pid_path, f"{proc.pid}\n")
+        return proc.pid
+
+    def _wait_ready(self, pid: int, *, stop_on_failure: bool) -> None:
+        """Poll until discovery answers and Bolt accepts the stored credentials.
+
+        With ``stop_on_failure`` (a server this call started), death, timeout or refused
+        credentials stop the server, so a failed `up` leaves nothing half-running behind.
+        """
+        stop = pid if stop_on_failure else None
+        deadline = time.monotonic() + self.settings.start_timeout
+        creds = self.credentials()
+        if creds is None:
+            self._fail(stop, f"{self.credentials_path} is missing")
+        uri, user, password = creds
+        while True:
+            if not _pid_alive(pid):
+                self.pid_path.unlink(missing_ok=True)
+                self._fail(None, "the Neo4j server exited during startup")
+            if self._discovery_ready() and self._bolt_ready(stop, uri, user, password):
+                return
+            if time.monotonic() > deadline:
+                self._fail(
+                    stop,
+                    f"the Neo4j server was not ready within {self.settings.start_timeout:.0f} s "
+                    "(raise SGAM_START_TIMEOUT if the machine is slow)",
+                )
+            time.sleep(0.5)
+
+    def _discovery_ready(self) -> bool:
+        request = urllib.request.Request(self.http_url + "/", headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=2) as response:
+                return "bolt_direct" in json.loads(response.read())
+        except (OSError, ValueError):
+            return False
+
+    def _bolt_ready(self, stop: int | None, uri: str, user: str, password: str) -> bool:
+        # Imported here so importing this module (e.g. for `status`) stays cheap.
+        from neo4j import GraphDatabase
+        from neo4j.exceptions import AuthError, DriverError, Neo4jError
+
+        try:
+            with GraphDatabase.driver(uri, auth=(user, password)) as driver:
+                driver.verify_connectivity()
+            return True
+        except AuthError:
+            # Waiting longer will not help: the database already has another password.
+            self._fail(
+                stop,
+                f"the server refused the credentials in {self.credentials_path}: restore the "
+                "right password there, or delete the data directory to start over",
+            )
+        except (DriverError, Neo4jError, OSError):
+            # Still starting: Bolt not bound yet, or the system database not online.
+            return False
+
+    def _fail(self, stop: int | None, reason: str) -> NoReturn:
+        """Stop ``stop`` (a pid we started, if any) and raise with a log excerpt."""
+        if stop is not None and self._is_our_server(stop):
+            self._stop(stop)
+            self.pid_path.unlink(missing_ok=True)
+        log = self.console_log if _nonempty(self.console_log) else self.logs_dir / "neo4j.log"
+        excerpt = _tail(log, LOG_TAIL_LINES)
+        detail = f"\n--- last lines of {log} ---\n{excerpt}" if excerpt else ""
+        raise ProvisioningError(f"{reason}; see {log}{detail}")
+
+    # ---- process handling ------------------------------------------------------------------
+
+    def _running_pid(self) -> int | None:
+        """The pid from our pid file, if that process is alive and is this home's server."""
+        try:
+            pid = int(self.pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if self._is_our_server(pid) else None
+
+    def _is_our_server(self, pid: int) -> bool:
+        # Pids are recycled: the pid alone could name any process after a reboot or crash.
+        if not _pid_alive(pid):
+            return False
+        args = _cmdline(pid)
+        return MAIN_CLASS in args and f"--home-dir={self.home}" in args
+
+    def _stop(self, pid: int) -> None:
+        """SIGTERM (Neo4j shuts down cleanly), then SIGKILL after STOP_TIMEOUT."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if _wait_exit(pid, STOP_TIMEOUT):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not _wait_exit(pid, 10.0):
+            raise ProvisioningError(f"the Neo4j server (pid {pid}) did not exit after SIGKILL")
+
+    def _info(self, pid: int) -> ServerInfo:
+        creds = self.credentials()
+        return ServerInfo(
+            uri=creds[0] if creds else self.uri,
+            http_url=self.http_url,
+            browser_url=self.browser_url,
+            user=creds[1] if creds else DEFAULT_USER,
+            credentials_path=self.credentials_path,
+            home=self.home,
+            logs_dir=self.logs_dir,
+            pid=pid,
+        )
+
+    @contextlib.contextmanager
+    def _home_lock(self) -> Iterator[None]:
+        # Serialises up/down on one home, so two `up`s cannot both start a server.
+        run = self.home / "run"
+        run.mkdir(parents=True, exist_ok=True)
+        with _file_lock(run / "sgam.lock"):
+            yield
+
+
+def resolve_connection(settings: Settings) -> tuple[str, str, str]:
+    """(uri, user, password) for SGAM's Neo4j connection.
+
+    NEO4J_URI (with NEO4J_USER, default "neo4j", and NEO4J_PASSWORD) names an external server and
+    wins outright. Otherwise the local server's stored credentials are used, with NEO4J_USER /
+    NEO4J_PASSWORD still overriding their parts.
+    """
+    if settings.neo4j_uri:
+        if settings.neo4j_password is None:
+            raise ProvisioningError(
+                "NEO4J_URI is set but NEO4J_PASSWORD is not: set NEO4J_PASSWORD for that server"
+            )
+        return settings.neo4j_uri, settings.neo4j_user or DEFAULT_USER, settings.neo4j_password
+    stored = LocalServer(settings).credentials()
+    if stored is None:
+        raise ProvisioningError(
+            "no Neo4j server is configured: run `sgam neo4j up` to start a local one, "
+            "or set NEO4J_URI and NEO4J_PASSWORD"
+        )
+    uri, user, password = stored
+    return uri, settings.neo4j_user or user, settings.neo4j_password or password
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def _java_major(java: str) -> int:
+    """Major version from `java -version` (printed on stderr); 1.8 style counts as 8."""
+    try:
+        result = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProvisioningError(f"cannot run {java} -version: {exc}") from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if match is None:
+        raise ProvisioningError(f"cannot tell the Java version from `{java} -version`")
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Like the server's own bind: TIME_WAIT leftovers do not count, a listener does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    """True for a live process; a zombie counts as dead (and is reaped if it is our child)."""
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is None:
+            return True
+        del _CHILDREN[pid]
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive, and _cmdline decides whether it is ours
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): kill(0) succeeding is the best we know
+    # The state follows the parenthesised command name, which may itself contain spaces.
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        pass
+    # No /proc (macOS): ps prints the command line space-joined, fine for our substring checks.
+    try:
+        result = subprocess.run(
+            ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return result.stdout.split()
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        _CHILDREN.pop(pid, None)
+        return True
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    # A crash mid-write must not leave a truncated conf that strict validation then rejects.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=lines)).rstrip()
+    except OSError:
+        return ""
