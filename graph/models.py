@@ -97,7 +97,6 @@ class Episode(_Model):
     kind: EpisodeKind = EpisodeKind.MESSAGE
     actor: str = Field(default="unknown", min_length=1, max_length=200)
     session_id: str | None = None
-    mentions: tuple[str, ...] = ()
 
     _tenant = field_validator("tenant_id")(classmethod(lambda cls, v: check_tenant(v)))
     _id = field_validator("id")(classmethod(lambda cls, v: check_id(v, "episode id")))

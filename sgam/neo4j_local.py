@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
 
-from graph.errors import ProvisioningError
+from sgam.graph.errors import ProvisioningError
 from sgam.settings import Settings
 
 MAIN_CLASS = "org.neo4j.server.CommunityEntryPoint"
@@ -232,12 +232,18 @@ class LocalServer:
             self.write_config()
             if self._is_first_start():
                 self._set_initial_password(java)
-            elif self.credentials() is None:
-                raise ProvisioningError(
-                    f"the database in {self.home / 'data'} exists but {self.credentials_path} "
-                    "is missing, so its password is unknown: restore the file, delete the data "
-                    "directory to start over, or point NEO4J_URI/NEO4J_PASSWORD at it"
-                )
+            else:
+                creds = self.credentials()
+                if creds is None:
+                    raise ProvisioningError(
+                        f"the database in {self.home / 'data'} exists but "
+                        f"{self.credentials_path} is missing, so its password is unknown: "
+                        "restore the file, delete the data directory to start over, "
+                        "or point NEO4J_URI/NEO4J_PASSWORD at it"
+                    )
+                if creds[0] != self.uri:
+                    # The Bolt port changed since provisioning; clients read the uri from here.
+                    self._store_credentials(creds[2])
             self._check_ports_free()
             pid = self._start(java)
             self._wait_ready(pid, stop_on_failure=True)
@@ -294,11 +300,13 @@ class LocalServer:
         with _file_lock(version_dir / ".lock"):
             if self._lib_complete():
                 return self.lib_dir
+            # Under the lock any build dir is the leftover of a killed run.
+            for stale in version_dir.glob("build-*"):
+                shutil.rmtree(stale, ignore_errors=True)
             build_dir = version_dir / f"build-{os.getpid()}"
-            shutil.rmtree(build_dir, ignore_errors=True)
             try:
                 staged = self._resolve_into(build_dir)
-                # Rename is atomic: an interrupted download leaves only a build dir, never a half lib.
+                # Rename is atomic: an interrupted download leaves a build dir, never a half lib.
                 shutil.rmtree(self.lib_dir, ignore_errors=True)
                 staged.rename(self.lib_dir)
             finally:
@@ -468,7 +476,8 @@ class LocalServer:
         self._store_credentials(password)
         env = {**os.environ, "NEO4J_HOME": str(self.home), "NEO4J_CONF": str(self.conf_dir)}
         result = subprocess.run(
-            [java, "-cp", f"{self.lib_dir}/*", ADMIN_CLASS, "dbms", "set-initial-password", password],
+            [java, "-cp", f"{self.lib_dir}/*", ADMIN_CLASS]
+            + ["dbms", "set-initial-password", password],
             env=env,
             cwd=self.home,
             stdin=subprocess.DEVNULL,
@@ -552,7 +561,9 @@ class LocalServer:
             time.sleep(0.5)
 
     def _discovery_ready(self) -> bool:
-        request = urllib.request.Request(self.http_url + "/", headers={"Accept": "application/json"})
+        request = urllib.request.Request(
+            self.http_url + "/", headers={"Accept": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=2) as response:
                 return "bolt_direct" in json.loads(response.read())

@@ -1,0 +1,70 @@
+"""Schema bootstrap: constraints and indexes, applied as recorded, idempotent migrations.
+
+Each migration has a stable id and a list of DDL statements (all ``IF NOT EXISTS``). The store runs
+the ones not yet recorded as ``(:Migration {id})`` nodes, records them, and waits until every index
+is online. Fact relationship types come from the schema, so each one gets its own migration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .schema import Schema, quote_identifier
+
+
+@dataclass(frozen=True)
+class Migration:
+    id: str
+    statements: tuple[str, ...]
+
+
+CORE = Migration(
+    "0001-core",
+    (
+        "CREATE CONSTRAINT sgam_migration_id IF NOT EXISTS FOR (m:Migration) REQUIRE m.id IS UNIQUE",
+        "CREATE CONSTRAINT sgam_entity_key IF NOT EXISTS "
+        "FOR (e:Entity) REQUIRE (e.tenant_id, e.id) IS UNIQUE",
+        "CREATE CONSTRAINT sgam_episode_key IF NOT EXISTS "
+        "FOR (e:Episode) REQUIRE (e.tenant_id, e.id) IS UNIQUE",
+        "CREATE CONSTRAINT sgam_value_key IF NOT EXISTS "
+        "FOR (v:Value) REQUIRE (v.tenant_id, v.key) IS UNIQUE",
+        "CREATE INDEX sgam_episode_hash IF NOT EXISTS FOR (e:Episode) ON (e.tenant_id, e.content_hash)",
+        "CREATE INDEX sgam_episode_time IF NOT EXISTS FOR (e:Episode) ON (e.tenant_id, e.occurred_at)",
+    ),
+)
+
+APPLIED = "MATCH (m:Migration) RETURN m.id AS id"
+RECORD = (
+    "MERGE (m:Migration {id: $id}) "
+    "ON CREATE SET m.applied_at = datetime(), m.statements = $statements"
+)
+AWAIT_INDEXES = "CALL db.awaitIndexes($timeout)"
+
+
+def fact_type_migration(rel_type: str) -> Migration:
+    """Uniqueness of ``memory_id`` and the time indexes for one fact relationship type."""
+    quoted = quote_identifier(rel_type)
+    slug = rel_type.lower()
+    return Migration(
+        f"0002-fact-type-{rel_type}",
+        (
+            f"CREATE CONSTRAINT sgam_fact_id_{slug} IF NOT EXISTS "
+            f"FOR ()-[f:{quoted}]-() REQUIRE f.memory_id IS UNIQUE",
+            # as-of scans across subjects ("what held for this tenant at T")
+            f"CREATE INDEX sgam_fact_valid_{slug} IF NOT EXISTS "
+            f"FOR ()-[f:{quoted}]-() ON (f.tenant_id, f.valid_from)",
+            # transaction-time scans ("what did we learn between K1 and K2")
+            f"CREATE INDEX sgam_fact_recorded_{slug} IF NOT EXISTS "
+            f"FOR ()-[f:{quoted}]-() ON (f.tenant_id, f.recorded_at)",
+        ),
+    )
+
+
+def all_migrations(schema: Schema) -> list[Migration]:
+    """Every migration the schema needs, in the order they apply."""
+    rel_types = sorted({schema.rel_type(name) for name in schema.attributes})
+    return [CORE, *(fact_type_migration(t) for t in rel_types)]
+
+
+def pending(applied: set[str], schema: Schema) -> list[Migration]:
+    return [m for m in all_migrations(schema) if m.id not in applied]

@@ -1,0 +1,237 @@
+"""The one module that executes Cypher: sync :class:`Store` and async :class:`AsyncStore`.
+
+Both drive the same statement generators (``writes.write_steps``, migrations, reads), so there is
+one write path. Driver exceptions are translated here, at the only I/O seam, into SGAM errors.
+Reads run in READ access mode: the server refuses a write attempted through them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import neo4j
+from neo4j import exceptions as neo4j_errors
+
+from .errors import Conflict, InvalidDelta, SgamError, StoreUnavailable
+from .migrations import APPLIED, AWAIT_INDEXES, RECORD, pending
+from .models import Episode, MemoryDelta, utcnow
+from .schema import Schema
+from .writes import BatchResult, Records, Statement, WriteSteps, prepare, write_steps
+
+Clock = Callable[[], datetime]
+
+RECORD_EPISODES = """
+UNWIND $episodes AS ep
+MERGE (e:Episode {tenant_id: ep.tenant_id, id: ep.id})
+  ON CREATE SET e += ep, e.recorded_at = $now, e.status = 'recorded'
+RETURN ep.id AS id, e.content_hash = ep.content_hash AS same, e.recorded_at = $now AS created
+"""
+
+INDEX_TIMEOUT_S = 300
+
+
+def episode_params(episode: Episode) -> dict[str, Any]:
+    return {
+        "tenant_id": episode.tenant_id,
+        "id": episode.id,
+        "content": episode.content,
+        "kind": episode.kind.value,
+        "actor": episode.actor,
+        "session_id": episode.session_id,
+        "occurred_at": episode.occurred_at,
+        "content_hash": episode.content_hash,
+    }
+
+
+def _check_episodes(records: Records, episodes: Sequence[Episode]) -> dict[str, str]:
+    outcome: dict[str, str] = {}
+    for record in records:
+        if not record["same"]:
+            raise Conflict(
+                f"episode {record['id']!r} of tenant {episodes[0].tenant_id!r} is already recorded with "
+                "different content: episode ids are permanent; give the new episode a new id"
+            )
+        outcome[record["id"]] = "created" if record["created"] else "existing"
+    return outcome
+
+
+@contextlib.contextmanager
+def translated(uri: str) -> Iterator[None]:
+    """Turn driver exceptions into SGAM errors that say what to do."""
+    try:
+        yield
+    except SgamError:
+        raise
+    except neo4j_errors.AuthError as exc:
+        raise StoreUnavailable(
+            f"Neo4j at {uri} refused the credentials ({exc.message}); check NEO4J_USER/NEO4J_PASSWORD "
+            "or the local server's credentials file (`sgam neo4j status`)"
+        ) from exc
+    except (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired, OSError) as exc:
+        raise StoreUnavailable(
+            f"Neo4j is not reachable at {uri}: start the local server with `sgam neo4j up`, "
+            "or point NEO4J_URI at a running one"
+        ) from exc
+    except neo4j_errors.ConstraintError as exc:
+        raise Conflict(f"the write broke a uniqueness constraint: {exc.message}") from exc
+    except neo4j_errors.CypherTypeError as exc:
+        raise InvalidDelta(f"Neo4j rejected a value: {exc.message}") from exc
+    except neo4j_errors.Neo4jError as exc:
+        raise SgamError(f"Neo4j error {exc.code}: {exc.message}") from exc
+    except neo4j_errors.DriverError as exc:
+        raise StoreUnavailable(f"Neo4j driver error talking to {uri}: {exc}") from exc
+
+
+def _drive(tx: Any, steps: WriteSteps) -> Any:
+    try:
+        statement = next(steps)
+        while True:
+            records = [record.data() for record in tx.run(statement.query, statement.params)]
+            statement = steps.send(records)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def _adrive(tx: Any, steps: WriteSteps) -> Any:
+    try:
+        statement = next(steps)
+        while True:
+            result = await tx.run(statement.query, statement.params)
+            records = [record.data() async for record in result]
+            statement = steps.send(records)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _recording(statement: Statement, episodes: Sequence[Episode]) -> WriteSteps:
+    """Record episodes; a conflicting id raises inside the transaction, so nothing is written."""
+    records = yield statement
+    return _check_episodes(records, episodes)  # type: ignore[return-value]
+
+
+def _single(statement: Statement) -> WriteSteps:
+    records = yield statement
+    return records  # type: ignore[return-value]
+
+
+class _Base:
+    def __init__(self, driver: Any, uri: str, schema: Schema, database: str = "neo4j",
+                 clock: Clock = utcnow) -> None:
+        self.driver = driver
+        self.uri = uri
+        self.schema = schema
+        self.database = database
+        self.clock = clock
+
+    def _batch(self, deltas: Sequence[MemoryDelta], atomic: bool) -> Callable[[], WriteSteps]:
+        ready, rejected = prepare(deltas, self.schema)
+        if atomic and rejected:
+            raise rejected[0].error  # type: ignore[misc]
+        return lambda: write_steps(ready, rejected, self.schema, self.clock, atomic)
+
+    def _episodes(self, episodes: Sequence[Episode]) -> Statement:
+        return Statement(
+            RECORD_EPISODES, {"episodes": [episode_params(e) for e in episodes], "now": self.clock()}
+        )
+
+
+class Store(_Base):
+    """Synchronous access to one Neo4j database."""
+
+    @classmethod
+    def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
+                database: str = "neo4j", clock: Clock = utcnow) -> Store:
+        with translated(uri):
+            driver = neo4j.GraphDatabase.driver(uri, auth=auth, notifications_min_severity="OFF")
+            try:
+                driver.verify_connectivity()
+            except Exception:
+                driver.close()
+                raise
+        return cls(driver, uri, schema, database, clock)
+
+    def close(self) -> None:
+        self.driver.close()
+
+    def _write(self, make_steps: Callable[[], WriteSteps]) -> Any:
+        with translated(self.uri), self.driver.session(database=self.database) as session:
+            return session.execute_write(lambda tx: _drive(tx, make_steps()))
+
+    def read(self, query: str, params: dict[str, Any]) -> Records:
+        """Run a read query in READ access mode and return its records as dicts."""
+        with translated(self.uri), self.driver.session(
+            database=self.database, default_access_mode=neo4j.READ_ACCESS
+        ) as session:
+            return session.execute_read(lambda tx: _drive(tx, _single(Statement(query, params))))
+
+    def explain(self, query: str) -> Any:
+        """The server's plan for ``query`` (``EXPLAIN``), without running it."""
+        with translated(self.uri), self.driver.session(database=self.database) as session:
+            return session.run("EXPLAIN " + query).consume().plan
+
+    def bootstrap(self) -> list[str]:
+        """Apply the schema's pending migrations, record them, and wait for indexes to be online."""
+        with translated(self.uri), self.driver.session(database=self.database) as session:
+            applied = {r["id"] for r in session.run(APPLIED)}
+            done = []
+            for migration in pending(applied, self.schema):
+                for statement in migration.statements:
+                    session.run(statement).consume()
+                session.run(RECORD, id=migration.id, statements=list(migration.statements)).consume()
+                done.append(migration.id)
+            session.run(AWAIT_INDEXES, timeout=INDEX_TIMEOUT_S).consume()
+            return done
+
+    def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
+        """Store raw episodes (idempotent per id); returns ``{id: "created" | "existing"}``."""
+        if not episodes:
+            return {}
+        return self._write(lambda: _recording(self._episodes(episodes), episodes))
+
+    def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
+        """Reconcile and persist ``deltas`` in one transaction."""
+        return self._write(self._batch(deltas, atomic))
+
+
+class AsyncStore(_Base):
+    """The async twin of :class:`Store`, on the driver's async API."""
+
+    @classmethod
+    async def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
+                      database: str = "neo4j", clock: Clock = utcnow) -> AsyncStore:
+        with translated(uri):
+            driver = neo4j.AsyncGraphDatabase.driver(uri, auth=auth, notifications_min_severity="OFF")
+            try:
+                await driver.verify_connectivity()
+            except Exception:
+                await driver.close()
+                raise
+        return cls(driver, uri, schema, database, clock)
+
+    async def close(self) -> None:
+        await self.driver.close()
+
+    async def _write(self, make_steps: Callable[[], WriteSteps]) -> Any:
+        with translated(self.uri):
+            async with self.driver.session(database=self.database) as session:
+                return await session.execute_write(lambda tx: _adrive(tx, make_steps()))
+
+    async def read(self, query: str, params: dict[str, Any]) -> Records:
+        with translated(self.uri):
+            async with self.driver.session(
+                database=self.database, default_access_mode=neo4j.READ_ACCESS
+            ) as session:
+                return await session.execute_read(
+                    lambda tx: _adrive(tx, _single(Statement(query, params)))
+                )
+
+    async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
+        if not episodes:
+            return {}
+        return await self._write(lambda: _recording(self._episodes(episodes), episodes))
+
+    async def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
+        return await self._write(self._batch(deltas, atomic))

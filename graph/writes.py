@@ -1,0 +1,356 @@
+"""The write transaction as a sequence of Cypher statements (built here, executed by ``store``).
+
+A write runs as a generator: it yields a :class:`Statement`, receives the records, and finally
+returns a :class:`BatchResult`. The sync and the async store drive the same generator, so both
+share one write path. Relationship types and labels come from the schema through
+:func:`quote_identifier`; everything else is a parameter.
+
+Steps of one batch, all in one transaction:
+
+1. check that every source episode exists and that existing entities have the expected types;
+2. lock the subjects (``MERGE`` + ``SET``, in sorted order so concurrent batches cannot deadlock)
+   and read the stored rows of every slot the batch touches;
+3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`);
+4. write the differences: updated rows, new attribute facts with their value nodes, new relation
+   facts with their target entities, and ``MENTIONS`` links from episodes to entities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from .errors import InvalidDelta, SchemaViolation, SgamError
+from .models import Fact, MemoryDelta
+from .reconcile import apply_plan, reconcile
+from .schema import Schema, quote_identifier
+
+Records = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One Cypher statement and its parameters."""
+
+    query: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeltaResult:
+    """What happened to one delta of a batch: an outcome, or the error that rejected it."""
+
+    index: int
+    outcome: str
+    memory_ids: tuple[str, ...] = ()
+    message: str = ""
+    error: SgamError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    results: tuple[DeltaResult, ...]
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for r in self.results if r.outcome == outcome)
+
+    @property
+    def written(self) -> int:
+        return sum(1 for r in self.results if r.ok and r.outcome not in ("unchanged",))
+
+    @property
+    def rejected(self) -> tuple[DeltaResult, ...]:
+        return tuple(r for r in self.results if not r.ok)
+
+
+WriteSteps = Generator[Statement, Records, BatchResult]
+
+CHECK_EPISODES = """
+UNWIND $episodes AS ep
+OPTIONAL MATCH (x:Episode {tenant_id: ep.tenant_id, id: ep.id})
+RETURN ep.tenant_id AS tenant_id, ep.id AS id, x IS NOT NULL AS found
+"""
+
+CHECK_ENTITIES = """
+UNWIND $entities AS s
+OPTIONAL MATCH (e:Entity {tenant_id: s.tenant_id, id: s.id})
+RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type
+"""
+
+LOCK_AND_READ = """
+UNWIND $subjects AS s
+MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
+  ON CREATE SET e:$(s.type), e.type = s.type, e.name = s.name, e.created_at = $now
+SET e.updated_at = $now
+WITH e, s
+OPTIONAL MATCH (e)-[f]->()
+  WHERE f.memory_id IS NOT NULL AND f.attribute IN s.attributes
+RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, collect(properties(f)) AS facts
+"""
+
+UPDATE_ROWS = """
+UNWIND $rows AS r
+MATCH (:Entity {tenant_id: r.tenant_id, id: r.subject})-[f:%s]->()
+WHERE f.memory_id = r.memory_id
+SET f += r.props
+"""
+
+CREATE_ATTRIBUTE_FACTS = """
+UNWIND $rows AS r
+MATCH (e:Entity {tenant_id: r.tenant_id, id: r.subject})
+MERGE (v:Value {tenant_id: r.tenant_id, key: r.node_key})
+  ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
+                v.attribute = r.props.attribute, v.name = r.caption
+CREATE (e)-[f:%s]->(v)
+SET f = r.props
+"""
+
+CREATE_RELATION_FACTS = """
+UNWIND $rows AS r
+MATCH (e:Entity {tenant_id: r.tenant_id, id: r.subject})
+MERGE (t:Entity {tenant_id: r.tenant_id, id: r.target})
+  ON CREATE SET t:$(r.target_type), t.type = r.target_type, t.name = r.target, t.created_at = $now
+CREATE (e)-[f:%s]->(t)
+SET f = r.props
+"""
+
+LINK_MENTIONS = """
+UNWIND $mentions AS m
+MATCH (ep:Episode {tenant_id: m.tenant_id, id: m.episode})
+MATCH (e:Entity {tenant_id: m.tenant_id, id: m.entity})
+MERGE (ep)-[:MENTIONS]->(e)
+"""
+
+
+@dataclass
+class _Prepared:
+    index: int
+    delta: MemoryDelta
+    subject_type: str
+    target_type: str | None
+
+
+def prepare(deltas: Sequence[MemoryDelta], schema: Schema) -> tuple[list[_Prepared], list[DeltaResult]]:
+    """Schema checks that need no database: attribute, value type, subject and target types."""
+    ready: list[_Prepared] = []
+    rejected: list[DeltaResult] = []
+    for index, delta in enumerate(deltas):
+        try:
+            spec = schema.attribute(delta.attribute)
+            subject_type = schema.subject_type_for(delta.attribute, delta.subject_type)
+            if delta.value is not None:
+                schema.coerce(delta.attribute, delta.value)
+            target_type = spec.target if spec.value_type == "entity" else None
+            ready.append(_Prepared(index, delta, subject_type, target_type))
+        except SgamError as exc:
+            rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
+    return ready, rejected
+
+
+def write_steps(
+    prepared: Sequence[_Prepared],
+    rejected: Sequence[DeltaResult],
+    schema: Schema,
+    clock: Callable[[], datetime],
+    atomic: bool,
+) -> WriteSteps:
+    """The whole write transaction for one batch (see the module docstring)."""
+    now = clock()
+    results = list(rejected)
+    prepared = list(prepared)
+    if prepared:
+        prepared = yield from _check(prepared, results)
+    if atomic and results:
+        raise results[0].error or InvalidDelta(results[0].message)
+    if not prepared:
+        return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
+
+    slots = yield from _lock_and_read(prepared, now)
+    creates: list[dict[str, Any]] = []
+    touched: dict[str, Fact] = {}
+    for item in prepared:
+        result = _reconcile_one(item, slots, schema, now, creates, touched)
+        results.append(result)
+        if atomic and not result.ok:
+            raise result.error  # type: ignore[misc]
+    yield from _persist(prepared, slots, creates, touched, schema, now)
+    return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
+
+
+def _check(prepared: list[_Prepared], results: list[DeltaResult]) -> Generator[Statement, Records, list[_Prepared]]:
+    episodes = sorted({(p.delta.tenant_id, p.delta.source_episode_id) for p in prepared})
+    found = yield Statement(CHECK_EPISODES, {"episodes": [{"tenant_id": t, "id": i} for t, i in episodes]})
+    present = {(r["tenant_id"], r["id"]) for r in found if r["found"]}
+    wanted: dict[tuple[str, str], str] = {}
+    for p in prepared:
+        wanted.setdefault((p.delta.tenant_id, p.delta.subject), p.subject_type)
+        if p.target_type and p.delta.value is not None:
+            wanted.setdefault((p.delta.tenant_id, str(p.delta.value).strip()), p.target_type)
+    entities = yield Statement(
+        CHECK_ENTITIES, {"entities": [{"tenant_id": t, "id": i} for t, i in sorted(wanted)]}
+    )
+    stored_types = {(r["tenant_id"], r["id"]): r["type"] for r in entities if r["type"]}
+    kept: list[_Prepared] = []
+    for p in prepared:
+        error = _check_one(p, present, stored_types)
+        if error is None:
+            kept.append(p)
+        else:
+            results.append(DeltaResult(p.index, "rejected", error=error, message=str(error)))
+    return kept
+
+
+def _check_one(p: _Prepared, present: set, stored_types: dict) -> SgamError | None:
+    d = p.delta
+    if (d.tenant_id, d.source_episode_id) not in present:
+        return InvalidDelta(
+            f"source_episode_id {d.source_episode_id!r} is not a recorded episode of tenant "
+            f"{d.tenant_id!r}: record the episode first (record_episode, or an 'episode' line in replay)"
+        )
+    checks = [(d.subject, p.subject_type, "subject")]
+    if p.target_type and d.value is not None:
+        checks.append((str(d.value).strip(), p.target_type, "target"))
+    for entity_id, expected, role in checks:
+        stored = stored_types.get((d.tenant_id, entity_id))
+        if stored is not None and stored != expected:
+            return SchemaViolation(
+                f"{role} {entity_id!r} of tenant {d.tenant_id!r} is a {stored}, but attribute "
+                f"{d.attribute!r} needs a {expected} there"
+            )
+    return None
+
+
+def _lock_and_read(prepared: list[_Prepared], now: datetime) -> Generator[Statement, Records, dict]:
+    subjects: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in prepared:
+        entry = subjects.setdefault(
+            (p.delta.tenant_id, p.delta.subject),
+            {"tenant_id": p.delta.tenant_id, "id": p.delta.subject, "type": p.subject_type,
+             "name": p.delta.subject_name or p.delta.subject, "attributes": []},
+        )
+        if p.delta.attribute not in entry["attributes"]:
+            entry["attributes"].append(p.delta.attribute)
+    # Sorted, so that two batches lock shared subjects in the same order.
+    records = yield Statement(LOCK_AND_READ, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
+    slots: dict[tuple[str, str, str], list[Fact]] = {}
+    for record in records:
+        for props in record["facts"]:
+            fact = fact_from_properties(props)
+            slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
+    return slots
+
+
+def _reconcile_one(item: _Prepared, slots: dict, schema: Schema, now: datetime,
+                   creates: list[dict[str, Any]], touched: dict[str, Fact]) -> DeltaResult:
+    delta = item.delta
+    rows = slots.get(delta.key, [])
+    try:
+        plan = reconcile(rows, delta, schema, now)
+    except SgamError as exc:
+        return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
+    new_rows = apply_plan(rows, plan)
+    slots[delta.key] = new_rows
+    for row in new_rows:
+        if row.memory_id in plan.expire or row.memory_id in plan.support:
+            touched[row.memory_id] = row
+    creates.extend(plan.create)
+    return DeltaResult(
+        item.index, plan.outcome, tuple(p["memory_id"] for p in plan.create), plan.message
+    )
+
+
+def _persist(prepared: list[_Prepared], slots: dict, creates: list[dict[str, Any]],
+             touched: dict[str, Fact], schema: Schema, now: datetime) -> Generator[Statement, Records, None]:
+    final = {row.memory_id: row for rows in slots.values() for row in rows}
+    new_ids = {props["memory_id"] for props in creates}
+    updates: dict[str, list[dict[str, Any]]] = {}
+    for memory_id, row in touched.items():
+        if memory_id in new_ids:
+            continue
+        updates.setdefault(schema.rel_type(row.attribute), []).append({
+            "tenant_id": row.tenant_id, "subject": row.subject, "memory_id": memory_id,
+            "props": _storable(final[memory_id].model_dump(include=_MUTABLE)),
+        })
+    for rel_type, rows in sorted(updates.items()):
+        yield Statement(UPDATE_ROWS % quote_identifier(rel_type), {"rows": rows})
+
+    attribute_rows: dict[str, list[dict[str, Any]]] = {}
+    relation_rows: dict[str, list[dict[str, Any]]] = {}
+    for props in creates:
+        row = final[props["memory_id"]]
+        stored = _storable(row.model_dump())
+        entry = {"tenant_id": row.tenant_id, "subject": row.subject, "props": stored}
+        rel_type = schema.rel_type(row.attribute)
+        if row.kind == "relation":
+            entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)
+            relation_rows.setdefault(rel_type, []).append(entry)
+        else:
+            entry.update(node_key=f"{row.attribute}|{row.value_key}", caption=_caption(row.value))
+            attribute_rows.setdefault(rel_type, []).append(entry)
+    for rel_type, rows in sorted(attribute_rows.items()):
+        yield Statement(CREATE_ATTRIBUTE_FACTS % quote_identifier(rel_type), {"rows": rows})
+    for rel_type, rows in sorted(relation_rows.items()):
+        yield Statement(CREATE_RELATION_FACTS % quote_identifier(rel_type), {"rows": rows, "now": now})
+
+    mentions = set()
+    for p in prepared:
+        mentions.add((p.delta.tenant_id, p.delta.source_episode_id, p.delta.subject))
+        if p.target_type and p.delta.value is not None:
+            mentions.add((p.delta.tenant_id, p.delta.source_episode_id, str(p.delta.value).strip()))
+    yield Statement(LINK_MENTIONS, {"mentions": [
+        {"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(mentions)
+    ]})
+
+
+_MUTABLE = {
+    "expired_at", "expired_by_episode_id", "expired_by_delta_key", "support_count",
+    "support_episodes", "delta_keys", "last_confirmed_at",
+}
+
+
+def _caption(value: Any) -> str:
+    return value.isoformat() if isinstance(value, (date, datetime)) else str(value)
+
+
+def _storable(props: dict[str, Any]) -> dict[str, Any]:
+    """Neo4j properties: enums as strings, tuples as lists; ``None`` removes a property."""
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        if hasattr(value, "value") and not isinstance(value, (date, datetime)):
+            value = value.value
+        if isinstance(value, tuple):
+            value = list(value)
+        out[key] = value
+    return out
+
+
+def fact_from_properties(props: dict[str, Any]) -> Fact:
+    """A :class:`Fact` from relationship properties as the driver returns them."""
+    return Fact.model_validate({key: native(value) for key, value in props.items()})
+
+
+def native(value: Any) -> Any:
+    """Driver temporal types to Python's (``neo4j.time.DateTime`` -> ``datetime``)."""
+    to_native = getattr(value, "to_native", None)
+    if to_native is not None:
+        return to_native()
+    if isinstance(value, list):
+        return [native(v) for v in value]
+    return value
+
+
+__all__ = [
+    "BatchResult",
+    "DeltaResult",
+    "Statement",
+    "fact_from_properties",
+    "native",
+    "prepare",
+    "write_steps",
+]

@@ -1,0 +1,21 @@
+// name: as-of
+// doc: What was true at valid_at, as we believe now or (with known_at) as we believed at known_at.
+// param: tenant string  the tenant id
+// param: subject string  the entity id
+// param: attribute string?  one attribute, or null for every attribute
+// param: valid_at datetime  the instant the question is about (valid time)
+// param: known_at datetime?  what we believed at this instant (transaction time); null = now
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null}
+MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
+WHERE f.memory_id IS NOT NULL
+  AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND f.status = 'confirmed'
+  AND f.valid_from <= $valid_at
+  AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
+  AND CASE WHEN $known_at IS NULL THEN f.expired_at IS NULL
+           ELSE f.recorded_at <= $known_at AND (f.expired_at IS NULL OR $known_at < f.expired_at)
+      END
+RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
+       f.valid_to AS valid_to, f.source_episode_id AS episode, f.asserted_by AS asserted_by,
+       f.memory_id AS memory_id, properties(f) AS fact
+ORDER BY attribute, value

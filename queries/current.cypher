@@ -1,0 +1,17 @@
+// name: current
+// doc: What is true now about a subject: facts valid now and still believed (confirmed only).
+// param: tenant string  the tenant id
+// param: subject string  the entity id, e.g. mira
+// param: attribute string?  one attribute, or null for every attribute
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline'}
+MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
+WHERE f.memory_id IS NOT NULL
+  AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND f.expired_at IS NULL
+  AND f.status = 'confirmed'
+  AND f.valid_from <= datetime()
+  AND (f.valid_to IS NULL OR datetime() < f.valid_to)
+RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
+       f.valid_to AS valid_to, f.source_episode_id AS episode, f.asserted_by AS asserted_by,
+       f.memory_id AS memory_id, properties(f) AS fact
+ORDER BY attribute, value

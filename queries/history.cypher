@@ -1,0 +1,14 @@
+// name: history
+// doc: Every stored version of a subject's facts, retired ones included, with supersession links.
+// param: tenant string  the tenant id
+// param: subject string  the entity id
+// param: attribute string?  one attribute, or null for every attribute
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline'}
+MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
+WHERE f.memory_id IS NOT NULL
+  AND ($attribute IS NULL OR f.attribute = $attribute)
+RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
+       f.valid_to AS valid_to, f.recorded_at AS recorded_at, f.expired_at AS expired_at,
+       f.op AS op, f.source_episode_id AS episode, f.supersedes_memory_id AS supersedes,
+       f.memory_id AS memory_id, properties(f) AS fact
+ORDER BY attribute, recorded_at, valid_from

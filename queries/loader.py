@@ -1,0 +1,149 @@
+"""Named Cypher queries: ``.cypher`` files with a header, loaded by name and bound to parameters.
+
+A file starts with comment lines that describe it, then the Cypher::
+
+    // name: as-of
+    // doc: What we believe now (or believed at known_at) was true at valid_at.
+    // param: tenant string  the tenant id
+    // param: known_at datetime?  transaction time; null = what we believe now
+    // example: :param {tenant: 'demo', subject: 'mira', ...}
+
+A ``?`` after the type makes a parameter optional (it is sent as null). Analysts paste the
+``:param`` line and the Cypher into Neo4j Browser; Python loads the same files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from sgam.graph.errors import InvalidDelta, NotFound
+from sgam.graph.models import require_aware
+
+TYPES = ("string", "datetime", "int", "list")
+_HEADER = re.compile(r"^//\s*(name|doc|param|example):\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class QueryParam:
+    name: str
+    type: str
+    optional: bool
+    doc: str
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """One query file: its name, documentation, parameters, example and Cypher text."""
+
+    name: str
+    doc: str
+    params: tuple[QueryParam, ...]
+    example: str
+    text: str
+    path: str
+
+    def bind(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Check ``values`` against the declared parameters and convert them to their types.
+
+        Strings are accepted for every type (as the CLI passes them): ISO 8601 for datetimes,
+        comma-separated for lists, ``null`` for an absent optional value.
+        """
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise InvalidDelta(
+                f"query {self.name!r} has no parameter {', '.join(unknown)}; it takes "
+                f"{', '.join(self._signature())}"
+            )
+        bound: dict[str, Any] = {}
+        for param in self.params:
+            value = values.get(param.name)
+            if value is None or value == "null":
+                if not param.optional:
+                    raise InvalidDelta(
+                        f"query {self.name!r} needs parameter {param.name!r} ({param.type}: {param.doc})"
+                    )
+                bound[param.name] = None
+                continue
+            bound[param.name] = _convert(self.name, param, value)
+        return bound
+
+    def _signature(self) -> list[str]:
+        return [f"{p.name} ({p.type}{'?' if p.optional else ''})" for p in self.params]
+
+
+def _convert(query: str, param: QueryParam, value: Any) -> Any:
+    try:
+        if param.type == "datetime":
+            if isinstance(value, str):
+                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if not isinstance(value, datetime):
+                raise TypeError(type(value).__name__)
+            return require_aware(value, param.name)
+        if param.type == "int":
+            if isinstance(value, bool):
+                raise TypeError("bool")
+            return int(value)
+        if param.type == "list":
+            if isinstance(value, str):
+                return [part.strip() for part in value.split(",") if part.strip()]
+            return list(value)
+        if not isinstance(value, str):
+            raise TypeError(type(value).__name__)
+        return value
+    except (TypeError, ValueError) as exc:
+        raise InvalidDelta(
+            f"query {query!r}: parameter {param.name!r} must be {param.type} ({param.doc}); got {value!r}: {exc}"
+        ) from None
+
+
+def parse(text: str, path: str = "<text>") -> NamedQuery:
+    """Parse one query file's text."""
+    meta: dict[str, str] = {}
+    params: list[QueryParam] = []
+    body: list[str] = []
+    for line in text.splitlines():
+        match = _HEADER.match(line.strip()) if not body else None
+        if match and match.group(1) == "param":
+            name, kind, *doc = match.group(2).split(maxsplit=2)
+            base = kind.rstrip("?")
+            if base not in TYPES:
+                raise ValueError(f"{path}: parameter {name!r} has unknown type {kind!r}; use {TYPES}")
+            params.append(QueryParam(name, base, kind.endswith("?"), " ".join(doc)))
+        elif match:
+            meta[match.group(1)] = match.group(2).strip()
+        elif line.strip().startswith("//") and not body:
+            continue
+        elif line.strip() or body:
+            body.append(line)
+    for key in ("name", "doc", "example"):
+        if key not in meta:
+            raise ValueError(f"{path}: the header has no '// {key}:' line")
+    return NamedQuery(meta["name"], meta["doc"], tuple(params), meta["example"],
+                      "\n".join(body).strip() + "\n", path)
+
+
+@lru_cache(maxsize=1)
+def load_queries() -> dict[str, NamedQuery]:
+    """Every query shipped in this package, by name."""
+    found: dict[str, NamedQuery] = {}
+    for resource in sorted(files(__package__).iterdir(), key=lambda r: r.name):
+        if resource.name.endswith(".cypher"):
+            query = parse(resource.read_text(encoding="utf-8"), str(Path(resource.name)))
+            found[query.name] = query
+    return found
+
+
+def get_query(name: str) -> NamedQuery:
+    """The query called ``name``, or :class:`NotFound` listing the known ones."""
+    queries = load_queries()
+    try:
+        return queries[name]
+    except KeyError:
+        raise NotFound(f"no query named {name!r}; known queries: {', '.join(sorted(queries))}") from None

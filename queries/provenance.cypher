@@ -1,0 +1,18 @@
+// name: provenance
+// doc: Where a fact version came from: its episode and speaker, what it superseded and what superseded or revised it.
+// param: tenant string  the tenant id
+// param: subject string  the entity the fact is about
+// param: memory_id string  the fact version (from current, as-of or history)
+// example: :param {tenant: 'demo', subject: 'mira', memory_id: 'm-...'}
+MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()
+WHERE f.memory_id = $memory_id
+OPTIONAL MATCH (ep:Episode {tenant_id: $tenant, id: f.source_episode_id})
+CALL (s, f) {
+  OPTIONAL MATCH (s)-[other]->()
+  WHERE other.attribute = f.attribute AND other.memory_id <> f.memory_id
+  RETURN collect(CASE WHEN other.memory_id = f.supersedes_memory_id THEN properties(other) END) AS superseded,
+         collect(CASE WHEN other.supersedes_memory_id = f.memory_id THEN properties(other) END) AS superseded_by,
+         collect(CASE WHEN other.memory_id = f.revises_memory_id THEN properties(other) END) AS revises,
+         collect(CASE WHEN other.revises_memory_id = f.memory_id THEN properties(other) END) AS revised_by
+}
+RETURN properties(f) AS fact, properties(ep) AS episode, superseded, superseded_by, revises, revised_by

@@ -1,0 +1,24 @@
+// name: traverse
+// doc: Follow relation facts from a subject along a path of relations (e.g. holds, covered_by), every hop valid at valid_at.
+// param: tenant string  the tenant id
+// param: subject string  the start entity, e.g. a customer id
+// param: relations list  the relation attributes to follow in order, e.g. holds,covered_by
+// param: valid_at datetime  the instant every hop must be valid at
+// param: known_at datetime?  what we believed at this instant; null = now
+// example: :param {tenant: 'demo', subject: 'cust-ada', relations: ['holds', 'covered_by'], valid_at: datetime(), known_at: null}
+MATCH path = (s:Entity {tenant_id: $tenant, id: $subject})-[hops*1..6]->(end:Entity)
+WHERE all(h IN hops WHERE
+        h.kind = 'relation'
+    AND h.tenant_id = $tenant
+    AND h.status = 'confirmed'
+    AND h.valid_from <= $valid_at
+    AND (h.valid_to IS NULL OR $valid_at < h.valid_to)
+    AND CASE WHEN $known_at IS NULL THEN h.expired_at IS NULL
+             ELSE h.recorded_at <= $known_at AND (h.expired_at IS NULL OR $known_at < h.expired_at)
+        END)
+  AND size(hops) = size($relations)
+  AND all(i IN range(0, size(hops) - 1) WHERE hops[i].attribute = $relations[i])
+RETURN [n IN nodes(path) | n.id] AS entities,
+       [n IN nodes(path) | n.type] AS types,
+       [h IN hops | properties(h)] AS facts,
+       path

@@ -1,0 +1,293 @@
+"""The Python graph API: :class:`MemoryGraph` and its async twin :class:`AsyncMemoryGraph`.
+
+Both sit on a store (the one place that runs Cypher) and on the named ``.cypher`` queries, so an
+agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the same query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sgam.graph.errors import InvalidDelta
+from sgam.graph.models import Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
+from sgam.graph.schema import Schema, default_schema
+from sgam.graph.store import AsyncStore, Clock, Store
+from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
+from sgam.queries.loader import get_query
+
+from .settings import Settings
+
+DEFAULT_BATCH = 2000
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a fact version came from and how it relates to its neighbours in history."""
+
+    fact: Fact
+    episode: dict[str, Any] | None
+    superseded: tuple[Fact, ...]
+    superseded_by: tuple[Fact, ...]
+    revises: tuple[Fact, ...]
+    revised_by: tuple[Fact, ...]
+
+
+@dataclass(frozen=True)
+class TraversalPath:
+    """One path of relation facts, every hop valid at the asked instant."""
+
+    entities: tuple[str, ...]
+    types: tuple[str, ...]
+    facts: tuple[Fact, ...]
+
+
+def _facts(records: list[dict[str, Any]]) -> list[Fact]:
+    return [fact_from_properties(r["fact"]) for r in records]
+
+
+def _provenance(records: list[dict[str, Any]]) -> Provenance | None:
+    if not records:
+        return None
+    r = records[0]
+    group = lambda key: tuple(fact_from_properties(p) for p in r[key] if p)  # noqa: E731
+    episode = {k: native(v) for k, v in r["episode"].items()} if r["episode"] else None
+    return Provenance(fact_from_properties(r["fact"]), episode, group("superseded"),
+                      group("superseded_by"), group("revises"), group("revised_by"))
+
+
+def _paths(records: list[dict[str, Any]]) -> list[TraversalPath]:
+    return [
+        TraversalPath(tuple(r["entities"]), tuple(r["types"]),
+                      tuple(fact_from_properties(p) for p in r["facts"]))
+        for r in records
+    ]
+
+
+def _merge_batches(batches: Sequence[tuple[int, BatchResult]]) -> BatchResult:
+    results = []
+    for offset, batch in batches:
+        for r in batch.results:
+            results.append(DeltaResult(r.index + offset, r.outcome, r.memory_ids, r.message, r.error))
+    return BatchResult(tuple(results))
+
+
+def _chunks(deltas: Sequence[MemoryDelta], size: int, atomic: bool) -> list[tuple[int, Sequence[MemoryDelta]]]:
+    if atomic:
+        return [(0, deltas)]
+    return [(i, deltas[i:i + size]) for i in range(0, len(deltas), size)]
+
+
+class _Queries:
+    """Builds the named read queries' parameters; shared by the sync and async graphs."""
+
+    clock: Clock
+
+    @staticmethod
+    def _tenant(tenant: str) -> str:
+        try:
+            return check_tenant(tenant)
+        except ValueError as exc:
+            raise InvalidDelta(str(exc)) from None
+
+    def _slot(self, tenant: str, subject: str, attribute: str | None) -> dict[str, Any]:
+        return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute}
+
+    def _as_of(self, tenant: str, subject: str, attribute: str | None,
+               valid_at: datetime, known_at: datetime | None) -> dict[str, Any]:
+        return {**self._slot(tenant, subject, attribute),
+                "valid_at": require_aware_arg(valid_at, "valid_at"),
+                "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
+
+    def _traverse(self, tenant: str, subject: str, relations: Sequence[str],
+                  valid_at: datetime | None, known_at: datetime | None) -> dict[str, Any]:
+        return {"tenant": self._tenant(tenant), "subject": subject, "relations": list(relations),
+                "valid_at": require_aware_arg(valid_at or self.clock(), "valid_at"),
+                "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
+
+
+def require_aware_arg(value: datetime, name: str) -> datetime:
+    try:
+        return require_aware(value, name)
+    except ValueError as exc:
+        raise InvalidDelta(str(exc)) from None
+
+
+def _connection(uri: str | None, auth: tuple[str, str] | None,
+                settings: Settings) -> tuple[str, tuple[str, str] | None]:
+    if uri is not None:
+        return uri, auth
+    from .neo4j_local import resolve_connection
+
+    resolved_uri, user, password = resolve_connection(settings)
+    return resolved_uri, (user, password)
+
+
+class MemoryGraph(_Queries):
+    """Schema-guided, bitemporal agent memory on Neo4j.
+
+    >>> graph = MemoryGraph.connect()                       # the local server, or NEO4J_URI
+    >>> graph.current("demo", "mira", "passport_deadline")  # doctest: +SKIP
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.schema = store.schema
+        self.clock = store.clock
+
+    @classmethod
+    def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
+                database: str | None = None, schema: Schema | None = None,
+                settings: Settings | None = None, clock: Clock = utcnow,
+                bootstrap: bool = True) -> MemoryGraph:
+        """Connect (default: ``NEO4J_URI`` or the local server) and apply pending migrations."""
+        settings = settings or Settings()
+        uri, auth = _connection(uri, auth, settings)
+        store = Store.connect(uri, auth, schema or default_schema(),
+                              database or settings.neo4j_database, clock)
+        if bootstrap:
+            store.bootstrap()
+        return cls(store)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> MemoryGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
+        """Store a raw episode before anything is extracted from it (idempotent per id)."""
+        episode = episode or Episode(**fields)
+        self.store.record_episodes([episode])
+        return episode
+
+    def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
+        return self.store.record_episodes(episodes)
+
+    def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
+        """Validate, reconcile and persist one delta; raises the error if it is rejected."""
+        result = self.store.write([delta or MemoryDelta(**fields)], atomic=True).results[0]
+        return result
+
+    def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
+                   batch_size: int = DEFAULT_BATCH) -> BatchResult:
+        """Write many deltas in batched transactions (``UNWIND``), same semantics as :meth:`write`.
+
+        Rejected deltas are reported in the result and the rest are applied; with ``atomic=True``
+        the first error is raised and nothing is written.
+        """
+        deltas = list(deltas)
+        return _merge_batches([(offset, self.store.write(chunk, atomic))
+                               for offset, chunk in _chunks(deltas, batch_size, atomic)])
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """Run a named query from ``queries/`` in READ mode."""
+        query = get_query(name)
+        return self.store.read(query.text, query.bind(params))
+
+    def current(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
+        """Facts valid now and believed now (the default question)."""
+        return _facts(self.query("current", **self._slot(tenant, subject, attribute)))
+
+    def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
+              valid_at: datetime, known_at: datetime | None = None) -> list[Fact]:
+        """What was true at ``valid_at`` (as believed now, or as believed at ``known_at``)."""
+        return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at)))
+
+    def history(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
+        """Every stored version, retired ones included."""
+        return _facts(self.query("history", **self._slot(tenant, subject, attribute)))
+
+    def provenance(self, tenant: str, subject: str, memory_id: str) -> Provenance | None:
+        """Episode, speaker, and the versions this one superseded / was superseded by."""
+        records = self.query("provenance", tenant=self._tenant(tenant), subject=subject,
+                             memory_id=memory_id)
+        return _provenance(records)
+
+    def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
+                 valid_at: datetime | None = None, known_at: datetime | None = None) -> list[TraversalPath]:
+        """Paths along ``relations`` (e.g. ``["holds", "covered_by"]``), every hop valid at ``valid_at``."""
+        return _paths(self.query("traverse", **self._traverse(tenant, subject, relations, valid_at, known_at)))
+
+
+class AsyncMemoryGraph(_Queries):
+    """The async twin of :class:`MemoryGraph`, for agents on asyncio."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        self.store = store
+        self.schema = store.schema
+        self.clock = store.clock
+
+    @classmethod
+    async def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
+                      database: str | None = None, schema: Schema | None = None,
+                      settings: Settings | None = None, clock: Clock = utcnow,
+                      bootstrap: bool = True) -> AsyncMemoryGraph:
+        settings = settings or Settings()
+        uri, auth = _connection(uri, auth, settings)
+        schema = schema or default_schema()
+        if bootstrap:
+            # DDL runs once, synchronously, before the async driver takes over.
+            sync = Store.connect(uri, auth, schema, database or settings.neo4j_database, clock)
+            try:
+                sync.bootstrap()
+            finally:
+                sync.close()
+        store = await AsyncStore.connect(uri, auth, schema, database or settings.neo4j_database, clock)
+        return cls(store)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> AsyncMemoryGraph:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
+        episode = episode or Episode(**fields)
+        await self.store.record_episodes([episode])
+        return episode
+
+    async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
+        return (await self.store.write([delta or MemoryDelta(**fields)], atomic=True)).results[0]
+
+    async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
+                         batch_size: int = DEFAULT_BATCH) -> BatchResult:
+        deltas = list(deltas)
+        return _merge_batches([(offset, await self.store.write(chunk, atomic))
+                               for offset, chunk in _chunks(deltas, batch_size, atomic)])
+
+    async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        query = get_query(name)
+        return await self.store.read(query.text, query.bind(params))
+
+    async def current(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
+        return _facts(await self.query("current", **self._slot(tenant, subject, attribute)))
+
+    async def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
+                    valid_at: datetime, known_at: datetime | None = None) -> list[Fact]:
+        return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at)))
+
+    async def history(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
+        return _facts(await self.query("history", **self._slot(tenant, subject, attribute)))
+
+    async def provenance(self, tenant: str, subject: str, memory_id: str) -> Provenance | None:
+        records = await self.query("provenance", tenant=self._tenant(tenant), subject=subject,
+                                   memory_id=memory_id)
+        return _provenance(records)
+
+    async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
+                       valid_at: datetime | None = None,
+                       known_at: datetime | None = None) -> list[TraversalPath]:
+        return _paths(await self.query("traverse", **self._traverse(tenant, subject, relations, valid_at, known_at)))
