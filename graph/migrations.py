@@ -28,6 +28,10 @@ CORE = Migration(
         "FOR (e:Episode) REQUIRE (e.tenant_id, e.id) IS UNIQUE",
         "CREATE CONSTRAINT sgam_value_key IF NOT EXISTS "
         "FOR (v:Value) REQUIRE (v.tenant_id, v.key) IS UNIQUE",
+        # tenant-wide scans (export, deletion, doctor checks)
+        "CREATE INDEX sgam_entity_tenant IF NOT EXISTS FOR (e:Entity) ON (e.tenant_id)",
+        "CREATE INDEX sgam_value_tenant IF NOT EXISTS FOR (v:Value) ON (v.tenant_id)",
+        "CREATE INDEX sgam_episode_tenant IF NOT EXISTS FOR (e:Episode) ON (e.tenant_id)",
         "CREATE INDEX sgam_episode_hash IF NOT EXISTS FOR (e:Episode) ON (e.tenant_id, e.content_hash)",
         "CREATE INDEX sgam_episode_time IF NOT EXISTS FOR (e:Episode) ON (e.tenant_id, e.occurred_at)",
     ),

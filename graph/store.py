@@ -32,6 +32,12 @@ RETURN ep.id AS id, e.content_hash = ep.content_hash AS same, e.recorded_at = $n
 
 INDEX_TIMEOUT_S = 300
 
+# Label by label, so each scan uses the tenant's index; batched so a big tenant cannot exhaust memory.
+DELETE_TENANT = tuple(
+    f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
+    for label in ("Episode", "Value", "Entity")
+)
+
 
 def episode_params(episode: Episode) -> dict[str, Any]:
     return {
@@ -184,6 +190,12 @@ class Store(_Base):
                 done.append(migration.id)
             session.run(AWAIT_INDEXES, timeout=INDEX_TIMEOUT_S).consume()
             return done
+
+    def delete_tenant(self, tenant: str) -> None:
+        """Remove every node and fact of ``tenant`` (used by the demo reset, tests and benchmarks)."""
+        with translated(self.uri), self.driver.session(database=self.database) as session:
+            for statement in DELETE_TENANT:
+                session.run(statement, tenant=tenant).consume()
 
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
         """Store raw episodes (idempotent per id); returns ``{id: "created" | "existing"}``."""

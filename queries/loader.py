@@ -59,7 +59,7 @@ class NamedQuery:
         if unknown:
             raise InvalidDelta(
                 f"query {self.name!r} has no parameter {', '.join(unknown)}; it takes "
-                f"{', '.join(self._signature())}"
+                f"{', '.join(self.signature())}"
             )
         bound: dict[str, Any] = {}
         for param in self.params:
@@ -74,15 +74,23 @@ class NamedQuery:
             bound[param.name] = _convert(self.name, param, value)
         return bound
 
-    def _signature(self) -> list[str]:
+    def signature(self) -> list[str]:
         return [f"{p.name} ({p.type}{'?' if p.optional else ''})" for p in self.params]
+
+
+def parse_instant(text: str) -> datetime:
+    """An ISO 8601 instant; a date alone (``2026-06-02``) means midnight UTC of that day."""
+    text = text.strip().replace("Z", "+00:00")
+    if len(text) == 10:
+        text += "T00:00:00+00:00"
+    return datetime.fromisoformat(text)
 
 
 def _convert(query: str, param: QueryParam, value: Any) -> Any:
     try:
         if param.type == "datetime":
             if isinstance(value, str):
-                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                value = parse_instant(value)
             if not isinstance(value, datetime):
                 raise TypeError(type(value).__name__)
             return require_aware(value, param.name)

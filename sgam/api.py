@@ -162,6 +162,10 @@ class MemoryGraph(_Queries):
 
     # -- writes ----------------------------------------------------------------------------
 
+    def delete_tenant(self, tenant: str) -> None:
+        """Erase everything stored for ``tenant``: entities, facts, values and episodes."""
+        self.store.delete_tenant(self._tenant(tenant))
+
     def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
         """Store a raw episode before anything is extracted from it (idempotent per id)."""
         episode = episode or Episode(**fields)

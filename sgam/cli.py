@@ -1,0 +1,266 @@
+"""The ``sgam`` command line: a thin shell over the library.
+
+    sgam neo4j up|down|status      run the local Neo4j (no Docker needed)
+    sgam replay FILE.jsonl         replay episodes with their structured deltas
+    sgam query NAME ...            run a named query (current, as-of, history, provenance, traverse)
+    sgam demo                      the seed example, side by side with a naive text memory
+    sgam bench                     the write/read baseline benchmark
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sgam.graph.errors import SgamError
+from sgam.graph.writes import native
+from sgam.queries.loader import get_query, load_queries
+
+from .api import MemoryGraph
+from .settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="SGAM: schema-guided, bitemporal agent memory on Neo4j.")
+neo4j_app = typer.Typer(no_args_is_help=True, help="Run the local Neo4j server (no Docker needed).")
+app.add_typer(neo4j_app, name="neo4j")
+
+console = Console()
+err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def friendly(func: F) -> F:
+    """Print an SGAM error as one line and exit 1, instead of a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SgamError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings(home: Path | None = None, bolt_port: int | None = None,
+              http_port: int | None = None) -> Settings:
+    overrides = {k: v for k, v in {"home": home, "bolt_port": bolt_port,
+                                   "http_port": http_port}.items() if v is not None}
+    return Settings(**overrides)
+
+
+HomeOpt = typer.Option(None, "--home", help="Server home folder [env SGAM_HOME; default ~/.sgam/neo4j]")
+BoltOpt = typer.Option(None, "--bolt-port", help="Bolt port [env SGAM_BOLT_PORT; default 7687]")
+HttpOpt = typer.Option(None, "--http-port", help="HTTP/Browser port [env SGAM_HTTP_PORT; default 7474]")
+
+
+@neo4j_app.command("up")
+@friendly
+def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = HttpOpt) -> None:
+    """Provision Neo4j 5.26 from Maven Central (first time), start it, wait until it answers."""
+    from .neo4j_local import LocalServer
+
+    settings = _settings(home, bolt_port, http_port)
+    with console.status("Starting Neo4j (the first run resolves the server from Maven Central)..."):
+        info = LocalServer(settings).up()
+        graph = MemoryGraph.connect(info.uri, _local_auth(settings), settings=settings)
+        graph.close()
+    console.print(f"Neo4j is running (pid {info.pid}) and the SGAM schema is applied.")
+    console.print(f"  Bolt:        {info.uri}")
+    console.print(f"  Browser:     {info.browser_url}")
+    console.print(f"  Credentials: {info.credentials_path} (user {info.user})")
+    console.print(f"  Logs:        {info.logs_dir}")
+
+
+def _local_auth(settings: Settings) -> tuple[str, str]:
+    from .neo4j_local import resolve_connection
+
+    _, user, password = resolve_connection(settings)
+    return user, password
+
+
+@neo4j_app.command("down")
+@friendly
+def neo4j_down(home: Path = HomeOpt) -> None:
+    """Stop the server that `sgam neo4j up` started (and nothing else)."""
+    from .neo4j_local import LocalServer
+
+    stopped = LocalServer(_settings(home)).down()
+    console.print("Neo4j stopped." if stopped else "Neo4j was not running.")
+
+
+@neo4j_app.command("status")
+@friendly
+def neo4j_status(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = HttpOpt) -> None:
+    """Say whether the local server runs, where, and where its logs and credentials are."""
+    from .neo4j_local import LocalServer
+
+    status = LocalServer(_settings(home, bolt_port, http_port)).status()
+    state = f"running (pid {status.pid})" if status.running else "not running"
+    console.print(f"Neo4j: {state}")
+    console.print(f"  Bolt:        {status.uri}")
+    console.print(f"  Browser:     {status.browser_url}")
+    console.print(f"  Home:        {status.home}")
+    console.print(f"  Logs:        {status.logs_dir}")
+    console.print(f"  Credentials: {status.credentials_path}")
+    if not status.running:
+        raise typer.Exit(3)
+
+
+@app.command()
+@friendly
+def replay(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: one episode with its deltas a line"),
+    atomic: bool = typer.Option(False, "--atomic", help="Apply nothing if any line is bad"),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON"),
+) -> None:
+    """Replay episodes with their structured deltas (format in the README)."""
+    from sgam.ingest.replay import replay as run_replay
+
+    lines = file.read_text(encoding="utf-8").splitlines()
+    with MemoryGraph.connect() as graph, Progress(
+        TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True,
+    ) as progress:
+        task = progress.add_task("replay", total=sum(1 for line in lines if line.strip()
+                                                      and not line.lstrip().startswith("#")))
+        summary = run_replay(graph, lines, atomic=atomic,
+                             on_progress=lambda n: progress.advance(task, n))
+    report = {
+        "lines": summary.lines, "episodes": summary.episodes, "written": summary.written,
+        "unchanged": summary.unchanged, "rejected": summary.rejected,
+        "outcomes": dict(summary.outcomes),
+        "errors": [{"line": e.number, "error": e.message} for e in summary.errors],
+    }
+    if as_json:
+        console.print_json(json.dumps(report))
+    else:
+        console.print(f"{summary.lines} lines, {summary.episodes} episodes: {summary.written} written, "
+                      f"{summary.unchanged} unchanged, {summary.rejected} rejected")
+        for name, count in sorted(summary.outcomes.items()):
+            console.print(f"  {name}: {count}")
+        for error in summary.errors:
+            err.print(f"[red]line {error.number}:[/] {error.message}", highlight=False)
+    if summary.errors:
+        raise typer.Exit(2)
+
+
+def _jsonable(value: Any) -> Any:
+    value = native(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "nodes") and hasattr(value, "relationships"):
+        return [n.get("id") for n in value.nodes]
+    return value
+
+
+def _print_table(name: str, records: list[dict[str, Any]]) -> None:
+    columns = [c for c in (records[0] if records else {}) if c not in ("fact", "path")]
+    table = Table(title=f"{name}: {len(records)} row(s)", title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for record in records:
+        table.add_row(*(_cell(_jsonable(record[c])) for c in columns))
+    console.print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value) if all(not isinstance(v, dict) for v in value) \
+            else json.dumps(value)
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+@app.command()
+@friendly
+def query(
+    name: str = typer.Argument(None, help="Query name; see --list"),
+    param: list[str] = typer.Option([], "--param", "-p", help="key=value (repeatable)"),
+    tenant: str = typer.Option(None, "--tenant", "-t"),
+    subject: str = typer.Option(None, "--subject", "-s"),
+    attribute: str = typer.Option(None, "--attribute", "-a"),
+    valid_at: str = typer.Option(None, "--valid-at", help="ISO instant; a date alone is midnight UTC"),
+    known_at: str = typer.Option(None, "--known-at", help="ISO instant: what we believed then"),
+    memory_id: str = typer.Option(None, "--memory-id"),
+    relations: str = typer.Option(None, "--relations", help="comma-separated, e.g. holds,covered_by"),
+    as_json: bool = typer.Option(False, "--json", help="Print rows as JSON"),
+    list_queries: bool = typer.Option(False, "--list", help="List the named queries"),
+    show: bool = typer.Option(False, "--print", help="Print the Cypher and its :param line, do not run"),
+) -> None:
+    """Run a named query in READ mode and print a table (or JSON)."""
+    if list_queries or name is None:
+        for known in load_queries().values():
+            console.print(f"[bold]{known.name}[/]  {known.doc}")
+            console.print("    params: " + ", ".join(known.signature()), highlight=False)
+        return
+    named = get_query(name)
+    if show:
+        console.print(named.example, highlight=False, markup=False)
+        console.print(named.text, highlight=False, markup=False)
+        return
+    values: dict[str, Any] = {}
+    for item in param:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"--param {item!r} must look like key=value")
+        values[key.strip()] = value
+    shorthand = {"tenant": tenant, "subject": subject, "attribute": attribute, "valid_at": valid_at,
+                 "known_at": known_at, "memory_id": memory_id, "relations": relations}
+    declared = {p.name for p in named.params}
+    values.update({k: v for k, v in shorthand.items() if v is not None and k in declared})
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        records = graph.query(name, **values)
+    if as_json:
+        console.print_json(json.dumps([{k: _jsonable(v) for k, v in r.items()} for r in records]))
+    else:
+        _print_table(name, records)
+
+
+@app.command()
+@friendly
+def demo() -> None:
+    """Replay the demo episodes into tenant `demo` and compare SGAM with a naive text memory."""
+    from . import demo as demo_module
+
+    with MemoryGraph.connect() as graph:
+        demo_module.run(graph, console)
+        uri = graph.store.uri
+    console.print(f"Neo4j is still running at {uri}. Paste this into Neo4j Browser:")
+    console.print(demo_module.BROWSER_QUERY, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+@friendly
+def bench(
+    facts: int = typer.Option(100_000, help="Facts to write"),
+    subjects: int = typer.Option(10_000, help="Subjects they are about"),
+    lookups: int = typer.Option(2_000, help="Timed lookups per query kind"),
+    seed: int = typer.Option(7),
+    out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON result goes"),
+) -> None:
+    """Write throughput and lookup latency, each next to a raw-Cypher baseline from the same run."""
+    from . import bench as bench_module
+
+    bench_module.main(facts=facts, subjects=subjects, lookups=lookups, seed=seed, out_dir=out_dir)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

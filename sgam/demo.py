@@ -1,0 +1,147 @@
+"""The demo: the seed example and a customer -> account -> policy history, answered side by side.
+
+A naive text memory (the stored episode texts, answered from the best keyword match) returns the
+stale statement; SGAM returns the current value and can still answer for a past date, or for what
+it believed before a correction arrived.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib.resources import files
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sgam.graph.models import Fact, utcnow
+from sgam.ingest.replay import ReplaySummary, replay
+
+from .api import MemoryGraph
+
+TENANT = "demo"
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def _utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Answer:
+    system: str
+    answer: str
+    evidence: str
+
+
+def naive_text_memory(episodes: list[dict[str, Any]], question: str) -> dict[str, Any]:
+    """The baseline: the stored episode sharing most words with the question (ties: oldest first).
+
+    It has no notion of which statement is current, which is the failure SGAM exists to fix.
+    """
+    words = set(_TOKEN.findall(question.lower()))
+    ordered = sorted(episodes, key=lambda e: e["occurred_at"])
+    return max(ordered, key=lambda e: len(words & set(_TOKEN.findall(e["content"].lower()))))
+
+
+def _load(graph: MemoryGraph, resource: str) -> ReplaySummary:
+    lines = (files("sgam") / "resources" / resource).read_text(encoding="utf-8").splitlines()
+    return replay(graph, lines)
+
+
+def _one(facts: list[Fact]) -> Fact | None:
+    return facts[0] if facts else None
+
+
+def _fmt(fact: Fact | None) -> tuple[str, str]:
+    if fact is None:
+        return "(nothing)", ""
+    return str(fact.value), f"{fact.source_episode_id}, asserted by {fact.asserted_by}"
+
+
+def _episodes(graph: MemoryGraph) -> list[dict[str, Any]]:
+    return graph.store.read(
+        "MATCH (e:Episode {tenant_id: $tenant}) RETURN e.id AS id, e.content AS content, "
+        "e.occurred_at AS occurred_at ORDER BY e.occurred_at",
+        {"tenant": TENANT},
+    )
+
+
+def run(graph: MemoryGraph, console: Console) -> dict[str, str]:
+    """Reset the ``demo`` tenant, replay the demo episodes and print the comparison."""
+    graph.delete_tenant(TENANT)
+    first = _load(graph, "demo.jsonl")
+    believed_before_correction = utcnow()
+    second = _load(graph, "demo-correction.jsonl")
+    console.print(
+        f"Replayed {first.lines + second.lines} episodes: "
+        f"{first.written + second.written} writes, {first.unchanged + second.unchanged} unchanged, "
+        f"{first.rejected + second.rejected} rejected.\n"
+    )
+    episodes = _episodes(graph)
+    answers: dict[str, str] = {}
+
+    question = "What is Mira's passport deadline?"
+    naive = naive_text_memory(episodes, question)
+    rows = [
+        Answer("naive text memory (best match)", _deadline(naive["content"]),
+               f"{naive['id']}: \"{naive['content']}\""),
+        Answer("SGAM current", *_fmt(_one(graph.current(TENANT, "mira", "passport_deadline")))),
+        Answer("SGAM as of 2026-06-02", *_fmt(_one(graph.as_of(
+            TENANT, "mira", "passport_deadline", valid_at=_utc(2026, 6, 2))))),
+    ]
+    _table(console, question, rows)
+    answers.update(naive=rows[0].answer, current=rows[1].answer, as_of=rows[2].answer)
+
+    question = "Where did Mira live in April 2026?"
+    rows = [
+        Answer("SGAM as of 2026-04-01", *_fmt(_one(graph.as_of(
+            TENANT, "mira", "home_city", valid_at=_utc(2026, 4, 1))))),
+        Answer("SGAM as of 2026-04-01, as believed before e4 was recorded", *_fmt(_one(graph.as_of(
+            TENANT, "mira", "home_city", valid_at=_utc(2026, 4, 1), known_at=believed_before_correction)))),
+    ]
+    _table(console, question, rows)
+    answers.update(city=rows[0].answer, city_before_correction=rows[1].answer)
+
+    question = "Which policy covers Ada's account?"
+    rows = [
+        Answer(f"SGAM traverse {label}", " -> ".join(p.entities) if p else "(nothing)",
+               ", ".join(f.source_episode_id for f in p.facts) if p else "")
+        for label, p in (
+            ("now", _first(graph.traverse(TENANT, "cust-ada", ["holds", "covered_by"]))),
+            ("on 2026-02-01", _first(graph.traverse(
+                TENANT, "cust-ada", ["holds", "covered_by"], valid_at=_utc(2026, 2, 1)))),
+        )
+    ]
+    _table(console, question, rows)
+    answers.update(policy_now=rows[0].answer, policy_february=rows[1].answer)
+    return answers
+
+
+def _first(items: list[Any]) -> Any:
+    return items[0] if items else None
+
+
+def _deadline(text: str) -> str:
+    found = re.findall(r"\d{4}-\d{2}-\d{2}", text)
+    return found[-1] if found else "(no date stated)"
+
+
+def _table(console: Console, question: str, rows: list[Answer]) -> None:
+    table = Table(title=question, title_justify="left", show_lines=False)
+    table.add_column("memory")
+    table.add_column("answer", style="bold")
+    table.add_column("evidence")
+    for row in rows:
+        table.add_row(row.system, row.answer, row.evidence)
+    console.print(table)
+    console.print()
+
+
+BROWSER_QUERY = """\
+MATCH p = (c:Customer {tenant_id: 'demo'})-[:HOLDS|COVERED_BY*1..2]->(x)
+WHERE all(f IN relationships(p) WHERE f.expired_at IS NULL)
+OPTIONAL MATCH (x)-[attr]->(v:Value) WHERE attr.expired_at IS NULL
+RETURN p, attr, v"""

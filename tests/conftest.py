@@ -1,0 +1,96 @@
+"""Test tiers and the real Neo4j every integration test runs against.
+
+The tier marker comes from the folder (tests/unit, tests/integration), so the two cannot drift.
+The server is, in order: ``NEO4J_URI`` if set; a testcontainers Neo4j when a Docker engine
+answers; otherwise the locally provisioned server (started here on its own ports and home, and
+stopped again if this session started it). Never a mock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sgam import MemoryGraph
+from sgam.graph.schema import default_schema
+from sgam.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+NEO4J_IMAGE = "neo4j:5.26.31-community"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
+        if tier in ("unit", "integration"):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+def _docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False)
+    return probe.returncode == 0
+
+
+def server_settings() -> Settings:
+    """Settings of the test server: its own home and ports, so a demo server can keep running."""
+    return Settings(
+        home=Path(os.environ.get("SGAM_TEST_HOME", ROOT / ".sgam" / "test-neo4j")),
+        bolt_port=int(os.environ.get("SGAM_TEST_BOLT_PORT", "7688")),
+        http_port=int(os.environ.get("SGAM_TEST_HTTP_PORT", "7475")),
+        heap_size="1g",
+        pagecache_size="512m",
+    )
+
+
+@pytest.fixture(scope="session")
+def neo4j_connection() -> Iterator[tuple[str, tuple[str, str]]]:
+    """``(uri, auth)`` of a real Neo4j for this test session."""
+    if os.environ.get("NEO4J_URI"):
+        yield os.environ["NEO4J_URI"], (
+            os.environ.get("NEO4J_USER", "neo4j"), os.environ.get("NEO4J_PASSWORD", "")
+        )
+        return
+    if _docker_answers():
+        from testcontainers.neo4j import Neo4jContainer
+
+        with Neo4jContainer(NEO4J_IMAGE) as container:
+            yield container.get_connection_url(), ("neo4j", container.password)
+        return
+    from sgam.neo4j_local import LocalServer
+
+    server = LocalServer(server_settings())
+    was_running = server.status().running
+    info = server.up()
+    uri, user, password = server.credentials()  # type: ignore[misc]
+    try:
+        yield info.uri, (user, password)
+    finally:
+        if not was_running:
+            server.down()
+
+
+@pytest.fixture(scope="session")
+def shared_graph(neo4j_connection: tuple[str, tuple[str, str]]) -> Iterator[MemoryGraph]:
+    uri, auth = neo4j_connection
+    graph = MemoryGraph.connect(uri, auth, schema=default_schema())
+    yield graph
+    graph.close()
+
+
+@pytest.fixture
+def graph(shared_graph: MemoryGraph) -> MemoryGraph:
+    return shared_graph
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A fresh tenant per test: tests share one database and never see each other's data."""
+    return f"t-{uuid.uuid4().hex[:12]}"
