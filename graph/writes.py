@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from typing import Any
 
 from .errors import InvalidDelta, SchemaViolation, SgamError
@@ -326,6 +326,8 @@ def _storable(props: dict[str, Any]) -> dict[str, Any]:
             value = value.value
         if isinstance(value, tuple):
             value = list(value)
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            value = value.astimezone(timezone.utc)
         out[key] = value
     return out
 
@@ -336,10 +338,14 @@ def fact_from_properties(props: dict[str, Any]) -> Fact:
 
 
 def native(value: Any) -> Any:
-    """Driver temporal types to Python's (``neo4j.time.DateTime`` -> ``datetime``)."""
+    """Driver temporal types to Python's (``neo4j.time.DateTime`` -> ``datetime`` in UTC)."""
     to_native = getattr(value, "to_native", None)
     if to_native is not None:
-        return to_native()
+        value = to_native()
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        # The driver hands back a named "UTC" zone; Neo4j orders a named-zone DateTime apart
+        # from an offset one at the same instant, so every stored instant uses the +00:00 offset.
+        return value.astimezone(timezone.utc)
     if isinstance(value, list):
         return [native(v) for v in value]
     return value

@@ -1,0 +1,132 @@
+"""Bad input gets a clear error naming what was wrong, and nothing is written for it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pydantic import ValidationError
+
+from sgam import Conflict, InvalidDelta, MemoryDelta, MemoryGraph, SchemaViolation, StoreUnavailable
+from sgam.graph.schema import default_schema
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def seeded(graph: MemoryGraph, tenant: str) -> MemoryGraph:
+    graph.record_episode(tenant_id=tenant, id="e1", content="said", occurred_at=utc(2026, 1, 1))
+    return graph
+
+
+def node_count(graph: MemoryGraph, tenant: str) -> int:
+    records = graph.store.read(
+        "MATCH (n) WHERE n.tenant_id = $t RETURN count(n) AS n", {"t": tenant}
+    )
+    return records[0]["n"]
+
+
+def delta(tenant: str, **overrides) -> MemoryDelta:
+    fields = dict(tenant_id=tenant, subject="mira", attribute="home_city", value="Porto",
+                  valid_from=utc(2026, 1, 1), source_episode_id="e1")
+    fields.update(overrides)
+    return MemoryDelta(**fields)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "words"),
+    [
+        ({"attribute": "shoe_size"}, SchemaViolation, ["shoe_size", "passport_deadline"]),
+        ({"attribute": "passport_deadline", "value": "next week"}, Exception, ["passport_deadline", "date"]),
+        ({"attribute": "loyalty_points", "subject_type": "Customer", "value": "many"}, Exception, ["int"]),
+        ({"source_episode_id": "e404"}, InvalidDelta, ["e404", "record the episode"]),
+        ({"valid_from": datetime(2099, 1, 1, tzinfo=timezone.utc)}, InvalidDelta, ["valid_from", "after now"]),
+        ({"attribute": "contact_preference", "subject_type": "Customer", "value": "pigeon"}, Exception, ["email"]),
+        ({"attribute": "holds", "value": "acc-1", "subject": "mira", "subject_type": "Person"},
+         SchemaViolation, ["holds", "Customer"]),
+    ],
+)
+def test_rejected_delta_writes_nothing(seeded: MemoryGraph, tenant: str, overrides, error, words) -> None:
+    before = node_count(seeded, tenant)
+    with pytest.raises(error) as caught:
+        seeded.write(delta(tenant, **overrides))
+    for word in words:
+        assert word in str(caught.value)
+    assert node_count(seeded, tenant) == before
+
+
+def test_model_level_errors_name_the_field(tenant: str) -> None:
+    with pytest.raises(ValidationError, match="naive datetime"):
+        delta(tenant, valid_from=datetime(2026, 1, 1))
+    with pytest.raises(ValidationError, match="tenant_id"):
+        delta("")
+    with pytest.raises(ValidationError, match="subject"):
+        delta(tenant, subject="bad id with spaces")
+
+
+def test_entity_type_clash_is_refused(seeded: MemoryGraph, tenant: str) -> None:
+    seeded.write(delta(tenant))
+    with pytest.raises(SchemaViolation, match="is a Person"):
+        seeded.write(delta(tenant, attribute="address", subject_type="Customer", value="1 Road"))
+
+
+def test_retracting_a_value_not_held_is_a_conflict(seeded: MemoryGraph, tenant: str) -> None:
+    seeded.write(delta(tenant))
+    with pytest.raises(Conflict, match="Porto"):
+        seeded.write(delta(tenant, op="retract", value="Lisbon", valid_from=utc(2026, 2, 1)))
+
+
+def test_write_many_reports_bad_ones_and_applies_good_ones(seeded: MemoryGraph, tenant: str) -> None:
+    batch = [
+        delta(tenant),
+        delta(tenant, attribute="shoe_size"),
+        delta(tenant, subject="ana", source_episode_id="missing"),
+        delta(tenant, subject="ben"),
+    ]
+    result = seeded.write_many(batch)
+    assert [r.ok for r in result.results] == [True, False, False, True]
+    assert [r.index for r in result.rejected] == [1, 2]
+    assert [f.value for f in seeded.current(tenant, "ben", "home_city")] == ["Porto"]
+    assert seeded.current(tenant, "ana", "home_city") == []
+
+
+def test_atomic_write_many_writes_none(seeded: MemoryGraph, tenant: str) -> None:
+    before = node_count(seeded, tenant)
+    with pytest.raises(InvalidDelta, match="missing"):
+        seeded.write_many([delta(tenant), delta(tenant, subject="ana", source_episode_id="missing")],
+                          atomic=True)
+    assert node_count(seeded, tenant) == before
+    assert seeded.current(tenant, "mira", "home_city") == []
+
+
+def test_episode_id_reuse_with_other_content_is_refused(seeded: MemoryGraph, tenant: str) -> None:
+    with pytest.raises(Conflict, match="already recorded"):
+        seeded.record_episode(tenant_id=tenant, id="e1", content="something else",
+                              occurred_at=utc(2026, 1, 1))
+
+
+def test_bad_read_arguments(graph: MemoryGraph, tenant: str) -> None:
+    with pytest.raises(InvalidDelta, match="naive"):
+        graph.as_of(tenant, "mira", valid_at=datetime(2026, 1, 1))
+    with pytest.raises(InvalidDelta, match="tenant_id"):
+        graph.current("", "mira")
+
+
+def test_unreachable_neo4j_is_one_clear_error() -> None:
+    with pytest.raises(StoreUnavailable, match="not reachable at bolt://127.0.0.1:1"):
+        MemoryGraph.connect("bolt://127.0.0.1:1", ("neo4j", "x"), schema=default_schema())
+
+
+def test_wrong_password_is_one_clear_error(neo4j_connection) -> None:
+    uri, (user, _) = neo4j_connection
+    with pytest.raises(StoreUnavailable, match="refused the credentials"):
+        MemoryGraph.connect(uri, (user, "wrong-password"), schema=default_schema())
+
+
+def test_future_tolerance_is_one_day(seeded: MemoryGraph, tenant: str) -> None:
+    soon = seeded.clock() + timedelta(hours=23)
+    seeded.write(delta(tenant, valid_from=soon))
+    with pytest.raises(InvalidDelta, match="valid_from"):
+        seeded.write(delta(tenant, valid_from=soon + timedelta(days=2)))

@@ -1,0 +1,70 @@
+"""Smoke run of the benchmark (``sgam.bench``) at a small size against the real Neo4j.
+
+Checks that it produces every number, writes its JSON result, answers correctly on its sample and
+cleans up after itself. Timings are never asserted: they depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from sgam import bench
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def test_bench_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
+    uri, auth = neo4j_connection
+    result = bench.main(facts=2_000, subjects=200, lookups=200, seed=11, batch_size=500,
+                        out_dir=tmp_path, uri=uri, auth=auth)
+
+    # writes: both sides measured, every delta accepted
+    writes = result["writes"]
+    assert _positive(writes["sgam"]["facts_per_s"])
+    assert _positive(writes["raw"]["facts_per_s"])
+    assert _positive(writes["ratio"])
+    assert writes["sgam"]["rejected"] == 0, writes["sgam"]["rejected_examples"]
+    assert sum(writes["sgam"]["outcomes"].values()) == 2_000
+    assert writes["sgam"]["relationships_stored"] >= writes["sgam"]["outcomes"].get("created", 0)
+
+    # lookups: medians and tails next to the raw baseline, with ratios
+    lookups = result["lookups"]
+    for key in ("current", "as_of", "current_cypher_only", "as_of_cypher_only"):
+        entry = lookups[key]
+        for side in ("sgam", "raw"):
+            assert entry[side]["n"] == 200
+            assert _positive(entry[side]["p50_ms"])
+            assert entry[side]["p50_ms"] <= entry[side]["p99_ms"]
+        assert _positive(entry["ratio_p50"]) and _positive(entry["ratio_p99"])
+
+    # the generated stream exercises every kind of operation
+    ops = result["dataset"]["ops"]
+    for kind in ("create", "change", "reassert", "backdated", "correct", "retract", "replay", "add"):
+        assert ops.get(kind, 0) > 0, ops
+
+    # SGAM agrees with the independent model of the semantics
+    correctness = result["correctness"]
+    assert correctness["checked"] == 200
+    assert correctness["current_mismatches"] == 0, correctness["examples"]
+    assert correctness["as_of_mismatches"] == 0, correctness["examples"]
+
+    # the run is recorded and its tenants are gone
+    assert all(left == 0 for left in result["cleanup"]["remaining_nodes"].values())
+    path = Path(result["result_file"])
+    assert path.parent == tmp_path and path.name.startswith("baseline-")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    assert saved["params"]["seed"] == 11 and saved["params"]["facts"] == 2_000
+    assert saved["machine"]["cpu_count"] and saved["neo4j"]["version"].startswith("5.")
+    assert saved["versions"]["python"] and saved["versions"]["neo4j_driver"]
+
+
+def test_generator_is_deterministic() -> None:
+    first = bench.generate(500, 50, seed=3, tenant="bench-a")
+    second = bench.generate(500, 50, seed=3, tenant="bench-b")
+    strip = lambda w: [d.model_dump(exclude={"tenant_id"}) for d in w.deltas]  # noqa: E731
+    assert strip(first) == strip(second)
+    assert first.ops == second.ops

@@ -1,0 +1,162 @@
+"""The store under load and by property: concurrency, the oracle, queries, access mode, async."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sgam import AsyncMemoryGraph, Conflict, MemoryDelta, MemoryGraph, SgamError
+from sgam.graph.schema import default_schema
+from sgam.queries import load_queries
+from tests.oracle import Oracle
+
+EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+VALUES = [date(2026, 7, 15), date(2026, 6, 30), date(2026, 8, 1)]
+
+
+def day(n: int) -> datetime:
+    return EPOCH + timedelta(days=n)
+
+
+def test_concurrent_writers_leave_exactly_one_current_version(graph: MemoryGraph, tenant: str) -> None:
+    writers = 8
+    for i in range(writers):
+        graph.record_episode(tenant_id=tenant, id=f"e{i}", content=f"city {i}", occurred_at=day(i))
+
+    def write(i: int) -> str:
+        return graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value=f"city-{i}",
+                           valid_from=day(10), source_episode_id=f"e{i}").outcome
+
+    with ThreadPoolExecutor(max_workers=writers) as pool:
+        outcomes = list(pool.map(write, range(writers)))
+    assert outcomes.count("created") == 1 and outcomes.count("changed") == writers - 1
+    assert len(graph.current(tenant, "mira", "home_city")) == 1
+    believed = [f for f in graph.history(tenant, "mira", "home_city") if f.expired_at is None]
+    assert len(believed) == 1
+
+
+def test_concurrent_batches_on_shared_subjects_do_not_deadlock(graph: MemoryGraph, tenant: str) -> None:
+    subjects = [f"p{i}" for i in range(20)]
+    graph.record_episode(tenant_id=tenant, id="e", content="batch", occurred_at=day(0))
+
+    def batch(seed: int) -> int:
+        order = subjects[seed % 5:] + subjects[: seed % 5]
+        deltas = [MemoryDelta(tenant_id=tenant, subject=s, attribute="home_city", value=f"c{seed}",
+                              valid_from=day(seed), source_episode_id="e") for s in order]
+        return len(graph.write_many(deltas).rejected)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert sum(pool.map(batch, range(8))) == 0
+    for subject in subjects:
+        assert [f.value for f in graph.current(tenant, subject, "home_city")] == ["c7"]
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["assert", "assert", "correct", "retract"]),
+              st.integers(0, 2), st.integers(0, 30), st.booleans()),
+    min_size=1, max_size=10,
+)
+
+
+def _oracle_apply(oracle: Oracle, delta: MemoryDelta, now: datetime) -> bool:
+    """Apply to the oracle; False where the oracle says the write is a conflict."""
+    try:
+        oracle.apply(delta.op.value, delta.value, delta.valid_from, delta.source_episode_id, now)
+    except Conflict:
+        return False
+    return True
+
+
+def _answers(graph: MemoryGraph, tenant: str, valid: datetime, known: datetime | None = None) -> list:
+    return [f.value for f in graph.as_of(tenant, "mira", "passport_deadline", valid_at=valid, known_at=known)]
+
+
+def _expected(value) -> list:
+    return [] if value is None else [value]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sequence=operations, batched=st.booleans())
+def test_store_matches_the_oracle(graph: MemoryGraph, sequence, batched) -> None:
+    """Random assert/correct/retract sequences, one by one or as one batch, against the oracle."""
+    tenant = f"p-{uuid.uuid4().hex[:10]}"
+    oracle = Oracle()
+    deltas = []
+    for op, index, start, with_value in sequence:
+        eid = f"e{index}-{start}"
+        graph.record_episode(tenant_id=tenant, id=eid, content=eid, occurred_at=day(start))
+        deltas.append(MemoryDelta(
+            tenant_id=tenant, subject="mira", attribute="passport_deadline", op=op,
+            value=VALUES[index] if (op != "retract" or with_value) else None,
+            valid_from=day(start), source_episode_id=eid,
+        ))
+    checkpoints: list[datetime] = []
+    if batched:
+        # One transaction: one transaction time, so only the final state is comparable.
+        results = graph.write_many(deltas).results
+        for delta, result in zip(deltas, results):
+            assert _oracle_apply(oracle, delta, EPOCH) == (not isinstance(result.error, Conflict))
+            assert result.ok or isinstance(result.error, Conflict), result.message
+    else:
+        for delta in deltas:
+            try:
+                graph.write(delta)
+                conflict = False
+            except Conflict:
+                conflict = True
+            checkpoints.append(graph.clock())
+            assert _oracle_apply(oracle, delta, checkpoints[-1]) == (not conflict)
+    for valid in range(0, 34, 3):
+        assert _answers(graph, tenant, day(valid)) == _expected(oracle.value(day(valid)))
+        for known in checkpoints[::2]:
+            assert _answers(graph, tenant, day(valid), known) == _expected(oracle.value(day(valid), known))
+    current = [f.value for f in graph.current(tenant, "mira", "passport_deadline")]
+    assert current == _expected(oracle.value(graph.clock()))
+    graph.delete_tenant(tenant)
+
+
+@pytest.mark.parametrize("name", sorted(load_queries()))
+def test_every_named_query_passes_explain(graph: MemoryGraph, name: str) -> None:
+    plan = graph.store.explain(load_queries()[name].text)
+    assert plan is not None and plan["operatorType"].startswith("ProduceResults")
+
+
+def test_reads_run_in_read_access_mode(graph: MemoryGraph) -> None:
+    with pytest.raises(SgamError, match="(?i)write"):
+        graph.store.read("CREATE (n:ShouldNotExist) RETURN n", {})
+    assert graph.store.read("MATCH (n:ShouldNotExist) RETURN count(n) AS n", {})[0]["n"] == 0
+
+
+def test_bootstrap_is_recorded_and_idempotent(graph: MemoryGraph) -> None:
+    assert graph.store.bootstrap() == []
+    recorded = graph.store.read("MATCH (m:Migration) RETURN m.id AS id", {})
+    assert {"0001-core", "0002-fact-type-PASSPORT_DEADLINE"} <= {r["id"] for r in recorded}
+    names = {r["name"] for r in graph.store.read("SHOW CONSTRAINTS YIELD name RETURN name", {})}
+    assert {"sgam_entity_key", "sgam_episode_key", "sgam_fact_id_passport_deadline"} <= names
+    states = {r["state"] for r in graph.store.read("SHOW INDEXES YIELD state RETURN state", {})}
+    assert states == {"ONLINE"}
+
+
+def test_async_graph_writes_and_reads(neo4j_connection, tenant: str) -> None:
+    uri, auth = neo4j_connection
+
+    async def scenario() -> list:
+        async with await AsyncMemoryGraph.connect(uri, auth, schema=default_schema()) as graph:
+            await graph.record_episode(tenant_id=tenant, id="e1", content="hi", occurred_at=day(0))
+            await graph.record_episode(tenant_id=tenant, id="e2", content="hi again", occurred_at=day(5))
+            await graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Porto",
+                              valid_from=day(0), source_episode_id="e1")
+            await graph.write_many([MemoryDelta(tenant_id=tenant, subject="mira", attribute="home_city",
+                                                value="Faro", valid_from=day(5), source_episode_id="e2")])
+            now = [f.value for f in await graph.current(tenant, "mira", "home_city")]
+            then = [f.value for f in await graph.as_of(tenant, "mira", "home_city", valid_at=day(1))]
+            history = await graph.history(tenant, "mira", "home_city")
+            return [now, then, len(history)]
+
+    assert asyncio.run(scenario()) == [["Faro"], ["Porto"], 3]
