@@ -1,0 +1,134 @@
+"""The CLI, end to end against the real server (NEO4J_URI points it at the test server)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from sgam import MemoryGraph
+from sgam.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(neo4j_connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri, (user, password) = neo4j_connection
+    monkeypatch.setenv("NEO4J_URI", uri)
+    monkeypatch.setenv("NEO4J_USER", user)
+    monkeypatch.setenv("NEO4J_PASSWORD", password)
+
+
+def jsonl(tenant: str, path: Path, *, bad: bool) -> Path:
+    lines = [
+        {"tenant_id": tenant, "id": "e1", "occurred_at": "2026-05-20T09:00:00Z", "actor": "user:mira",
+         "content": "My passport deadline is 2026-07-15.",
+         "deltas": [{"subject": "mira", "attribute": "passport_deadline", "value": "2026-07-15"}]},
+        {"tenant_id": tenant, "id": "e2", "occurred_at": "2026-06-10T14:30:00Z", "actor": "user:mira",
+         "content": "It is now 2026-06-30.",
+         "deltas": [{"subject": "mira", "attribute": "passport_deadline", "value": "2026-06-30"}]},
+    ]
+    text = [json.dumps(line) for line in lines]
+    if bad:
+        text.insert(1, json.dumps({"tenant_id": tenant, "id": "e9", "occurred_at": "2026-06-01T00:00:00",
+                                   "content": "naive time", "deltas": []}))
+        text.append(json.dumps({"tenant_id": tenant, "id": "e3", "occurred_at": "2026-06-11T00:00:00Z",
+                                "content": "x", "deltas": [{"subject": "mira", "attribute": "shoe_size",
+                                                            "value": 42}]}))
+        text.append("{not json")
+    path.write_text("# a comment line\n" + "\n".join(text) + "\n", encoding="utf-8")
+    return path
+
+
+def test_replay_reports_bad_lines_and_applies_good_ones(env, graph: MemoryGraph, tenant: str,
+                                                        tmp_path: Path) -> None:
+    result = runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=True)), "--json"])
+    assert result.exit_code == 2, result.output
+    report = json.loads(result.stdout)
+    assert report["written"] == 2 and report["rejected"] == 3
+    lines = {e["line"]: e["error"] for e in report["errors"]}
+    assert set(lines) == {3, 5, 6}
+    assert "naive" in lines[3] and "shoe_size" in lines[5] and "JSON" in lines[6]
+    assert [str(f.value) for f in graph.current(tenant, "mira", "passport_deadline")] == ["2026-06-30"]
+
+
+def test_atomic_replay_applies_nothing(env, graph: MemoryGraph, tenant: str, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=True)), "--atomic"])
+    assert result.exit_code == 1
+    assert "line 3" in result.output and "nothing was written" in result.output
+    assert graph.history(tenant, "mira") == []
+
+
+def test_query_commands(env, tenant: str, tmp_path: Path) -> None:
+    assert runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=False))]).exit_code == 0
+    current = runner.invoke(app, ["query", "current", "-t", tenant, "-s", "mira", "--json"])
+    assert current.exit_code == 0, current.output
+    assert [row["value"] for row in json.loads(current.stdout)] == ["2026-06-30"]
+    as_of = runner.invoke(app, ["query", "as-of", "-t", tenant, "-s", "mira", "-a", "passport_deadline",
+                                "--valid-at", "2026-06-02", "--json"])
+    assert [row["value"] for row in json.loads(as_of.stdout)] == ["2026-07-15"]
+    history = runner.invoke(app, ["query", "history", "-t", tenant, "-s", "mira"])
+    assert history.exit_code == 0 and "history: 3 row(s)" in history.stdout
+    memory_id = json.loads(current.stdout)[0]["memory_id"]
+    provenance = runner.invoke(app, ["query", "provenance", "-t", tenant, "-s", "mira",
+                                     "--memory-id", memory_id, "--json"])
+    [row] = json.loads(provenance.stdout)
+    assert row["episode"]["id"] == "e2" and row["superseded"][0]["value"] == "2026-07-15"
+
+
+def test_query_errors_are_clear(env) -> None:
+    unknown = runner.invoke(app, ["query", "nope"])
+    assert unknown.exit_code == 1 and "known queries: as-of, current" in unknown.output
+    missing = runner.invoke(app, ["query", "as-of", "-t", "x", "-s", "mira"])
+    assert missing.exit_code == 1 and "valid_at" in missing.output
+    bad_date = runner.invoke(app, ["query", "as-of", "-t", "x", "-s", "mira", "--valid-at", "soon"])
+    assert bad_date.exit_code == 1 and "valid_at" in bad_date.output and "datetime" in bad_date.output
+
+
+def test_query_list_and_print() -> None:
+    listed = runner.invoke(app, ["query", "--list"])
+    for name in ("current", "as-of", "history", "provenance", "traverse"):
+        assert name in listed.stdout
+    printed = runner.invoke(app, ["query", "as-of", "--print"])
+    assert ":param" in printed.stdout and "MATCH" in printed.stdout
+
+
+def test_every_command_has_help() -> None:
+    for args in (["--help"], ["neo4j", "--help"], ["neo4j", "up", "--help"], ["neo4j", "down", "--help"],
+                 ["neo4j", "status", "--help"], ["replay", "--help"], ["query", "--help"],
+                 ["demo", "--help"], ["bench", "--help"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, args
+        assert "Usage" in result.output
+
+
+def test_status_of_a_home_without_server(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["neo4j", "status", "--home", str(tmp_path), "--bolt-port", "17999"])
+    assert result.exit_code == 3 and "not running" in result.output
+
+
+def test_demo_answers(graph: MemoryGraph) -> None:
+    from sgam import demo
+
+    answers = demo.run(graph, Console(file=io.StringIO(), width=120))
+    assert answers == {
+        "naive": "2026-07-15",
+        "current": "2026-06-30",
+        "as_of": "2026-07-15",
+        "city": "Porto",
+        "city_before_correction": "Lisbon",
+        "policy_now": "cust-ada -> acc-1001 -> pol-plus",
+        "policy_february": "cust-ada -> acc-1001 -> pol-basic",
+    }
+
+
+def test_demo_command(env) -> None:
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "SGAM current" in result.output and "2026-06-30" in result.output
+    assert "Paste this into Neo4j Browser" in result.output
