@@ -83,7 +83,7 @@ def delta_key(delta: MemoryDelta, value_key: str) -> str:
 
 
 def new_memory_id() -> str:
-    return f"m-{uuid.uuid4().hex}"
+    return f"m-{uuid.uuid4().hex[:20]}"
 
 
 def reconcile(

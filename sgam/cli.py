@@ -172,15 +172,20 @@ def _print_table(name: str, records: list[dict[str, Any]]) -> None:
     columns = [c for c in (records[0] if records else {}) if c not in ("fact", "path")]
     table = Table(title=f"{name}: {len(records)} row(s)", title_justify="left")
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for record in records:
-        table.add_row(*(_cell(_jsonable(record[c])) for c in columns))
+        table.add_row(*(_cell(native(record[c])) for c in columns))
     console.print(table)
 
 
 def _cell(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds").replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    value = _jsonable(value)
     if isinstance(value, list):
         return ", ".join(_cell(v) for v in value) if all(not isinstance(v, dict) for v in value) \
             else json.dumps(value)

@@ -35,7 +35,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _docker_answers() -> bool:
     if shutil.which("docker") is None:
         return False
-    probe = subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False)
+    try:
+        probe = subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False)
+    except subprocess.TimeoutExpired:
+        return False
     return probe.returncode == 0
 
 
