@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sgam.graph.errors import InvalidDelta
-from sgam.graph.models import Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
+from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
@@ -84,6 +84,7 @@ class _Queries:
     """Builds the named read queries' parameters; shared by the sync and async graphs."""
 
     clock: Clock
+    schema: Schema
 
     @staticmethod
     def _tenant(tenant: str) -> str:
@@ -94,6 +95,11 @@ class _Queries:
 
     def _slot(self, tenant: str, subject: str, attribute: str | None) -> dict[str, Any]:
         return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute}
+
+    def _doctor(self, tenant: str) -> dict[str, Any]:
+        single = [name for name, spec in self.schema.attributes.items()
+                  if spec.cardinality is Cardinality.ONE]
+        return {"tenant": self._tenant(tenant), "single_valued": single}
 
     def _as_of(self, tenant: str, subject: str, attribute: str | None,
                valid_at: datetime, known_at: datetime | None) -> dict[str, Any]:
@@ -217,6 +223,10 @@ class MemoryGraph(_Queries):
                              memory_id=memory_id)
         return _provenance(records)
 
+    def doctor(self, tenant: str) -> list[dict[str, Any]]:
+        """Invariant violations in ``tenant`` (an empty list when the store is sound)."""
+        return self.query("doctor", **self._doctor(tenant))
+
     def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                  valid_at: datetime | None = None, known_at: datetime | None = None) -> list[TraversalPath]:
         """Paths along ``relations`` (e.g. ``["holds", "covered_by"]``), every hop valid at ``valid_at``."""
@@ -290,6 +300,9 @@ class AsyncMemoryGraph(_Queries):
         records = await self.query("provenance", tenant=self._tenant(tenant), subject=subject,
                                    memory_id=memory_id)
         return _provenance(records)
+
+    async def doctor(self, tenant: str) -> list[dict[str, Any]]:
+        return await self.query("doctor", **self._doctor(tenant))
 
     async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                        valid_at: datetime | None = None,

@@ -241,6 +241,19 @@ def query(
 
 @app.command()
 @friendly
+def doctor(tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to check")) -> None:
+    """Check the stored invariants of a tenant (no overlapping versions, no orphan facts)."""
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        problems = graph.doctor(tenant)
+    if not problems:
+        console.print(f"tenant {tenant!r}: no invariant violations")
+        return
+    _print_table("doctor", problems)
+    raise typer.Exit(1)
+
+
+@app.command()
+@friendly
 def demo() -> None:
     """Replay the demo episodes into tenant `demo` and compare SGAM with a naive text memory."""
     from . import demo as demo_module

@@ -118,7 +118,31 @@ def test_store_matches_the_oracle(graph: MemoryGraph, sequence, batched) -> None
             assert _answers(graph, tenant, day(valid), known) == _expected(oracle.value(day(valid), known))
     current = [f.value for f in graph.current(tenant, "mira", "passport_deadline")]
     assert current == _expected(oracle.value(graph.clock()))
+    assert graph.doctor(tenant) == []
     graph.delete_tenant(tenant)
+
+
+def test_doctor_finds_broken_rows(graph: MemoryGraph, tenant: str) -> None:
+    graph.record_episode(tenant_id=tenant, id="e1", content="x", occurred_at=day(0))
+    [original] = graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Porto",
+                             valid_from=day(0), source_episode_id="e1").memory_ids
+    assert graph.doctor(tenant) == []
+    # Break the store behind SGAM's back, as a hand-written Cypher update could: an overlapping
+    # copy, and an empty-interval row citing an episode that does not exist.
+    with graph.store.driver.session() as session:
+        session.run(
+            "MATCH (s:Entity {tenant_id: $t, id: 'mira'})-[f:HOME_CITY]->(v) "
+            "CREATE (s)-[g:HOME_CITY]->(v) SET g = f {.*, memory_id: $t + '-overlap'} "
+            "CREATE (s)-[h:HOME_CITY]->(v) SET h = f {.*, memory_id: $t + '-empty', source_episode_id: 'gone', "
+            "valid_to: f.valid_from, expired_at: f.recorded_at}",
+            t=tenant,
+        ).consume()
+    problems = {(p["problem"], p["memory_id"], p["other"]) for p in graph.doctor(tenant)}
+    assert problems == {
+        ("overlapping believed versions", original, f"{tenant}-overlap"),
+        ("valid_to not after valid_from", f"{tenant}-empty", None),
+        ("source episode missing", f"{tenant}-empty", "gone"),
+    }
 
 
 @pytest.mark.parametrize("name", sorted(load_queries()))
