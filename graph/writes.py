@@ -29,6 +29,11 @@ from .schema import Schema, quote_identifier
 
 Records = list[dict[str, Any]]
 
+# The fact properties that are instants. The write path moves them as ISO strings and converts
+# them in Cypher: the driver's per-value temporal conversion dominated batch writes otherwise.
+INSTANTS = ("valid_from", "valid_to", "recorded_at", "expired_at", "last_confirmed_at")
+_AS_DATETIME = ", ".join(f"f.{k} = datetime(r.props.{k})" for k in INSTANTS)
+
 
 @dataclass(frozen=True)
 class Statement:
@@ -91,15 +96,17 @@ SET e.updated_at = $now
 WITH e, s
 OPTIONAL MATCH (e)-[f]->()
   WHERE f.memory_id IS NOT NULL AND f.attribute IN s.attributes
-RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, collect(properties(f)) AS facts
-"""
+RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type,
+       collect(f {.*, %s}) AS facts
+""" % ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)
 
 UPDATE_ROWS = """
 UNWIND $rows AS r
-MATCH (:Entity {tenant_id: r.tenant_id, id: r.subject})-[f:%s]->()
+MATCH (:Entity {tenant_id: r.tenant_id, id: r.subject})-[f:%%s]->()
 WHERE f.memory_id = r.memory_id
 SET f += r.props
-"""
+SET %s
+""" % ", ".join(f"f.{k} = datetime(r.props.{k})" for k in ("expired_at", "last_confirmed_at"))
 
 CREATE_ATTRIBUTE_FACTS = """
 UNWIND $rows AS r
@@ -107,18 +114,20 @@ MATCH (e:Entity {tenant_id: r.tenant_id, id: r.subject})
 MERGE (v:Value {tenant_id: r.tenant_id, key: r.node_key})
   ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
                 v.attribute = r.props.attribute, v.name = r.caption
-CREATE (e)-[f:%s]->(v)
+CREATE (e)-[f:%%s]->(v)
 SET f = r.props
-"""
+SET %s
+""" % _AS_DATETIME
 
 CREATE_RELATION_FACTS = """
 UNWIND $rows AS r
 MATCH (e:Entity {tenant_id: r.tenant_id, id: r.subject})
 MERGE (t:Entity {tenant_id: r.tenant_id, id: r.target})
   ON CREATE SET t:$(r.target_type), t.type = r.target_type, t.name = r.target, t.created_at = $now
-CREATE (e)-[f:%s]->(t)
+CREATE (e)-[f:%%s]->(t)
 SET f = r.props
-"""
+SET %s
+""" % _AS_DATETIME
 
 LINK_MENTIONS = """
 UNWIND $mentions AS m
@@ -328,6 +337,8 @@ def _storable(props: dict[str, Any]) -> dict[str, Any]:
             value = list(value)
         if isinstance(value, datetime) and value.tzinfo is not None:
             value = value.astimezone(timezone.utc)
+            if key in INSTANTS:
+                value = value.isoformat()
         out[key] = value
     return out
 
