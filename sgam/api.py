@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from sgam.graph.errors import InvalidDelta
 from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
@@ -21,6 +23,7 @@ from sgam.queries.loader import get_query
 from .settings import Settings
 
 DEFAULT_BATCH = 2000
+T = TypeVar("T", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,17 @@ class _Queries:
                 "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
 
 
+def _build(model: type[T], fields: dict[str, Any]) -> T:
+    """A model from keyword fields, with a validation failure as :class:`InvalidDelta`."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or model.__name__}: {e['msg']}" for e in exc.errors()
+        )
+        raise InvalidDelta(f"invalid {model.__name__}: {problems}") from None
+
+
 def require_aware_arg(value: datetime, name: str) -> datetime:
     try:
         return require_aware(value, name)
@@ -174,7 +188,7 @@ class MemoryGraph(_Queries):
 
     def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
         """Store a raw episode before anything is extracted from it (idempotent per id)."""
-        episode = episode or Episode(**fields)
+        episode = episode or _build(Episode, fields)
         self.store.record_episodes([episode])
         return episode
 
@@ -183,7 +197,7 @@ class MemoryGraph(_Queries):
 
     def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """Validate, reconcile and persist one delta; raises the error if it is rejected."""
-        result = self.store.write([delta or MemoryDelta(**fields)], atomic=True).results[0]
+        result = self.store.write([delta or _build(MemoryDelta, fields)], atomic=True).results[0]
         return result
 
     def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
@@ -269,12 +283,12 @@ class AsyncMemoryGraph(_Queries):
         await self.close()
 
     async def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
-        episode = episode or Episode(**fields)
+        episode = episode or _build(Episode, fields)
         await self.store.record_episodes([episode])
         return episode
 
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
-        return (await self.store.write([delta or MemoryDelta(**fields)], atomic=True)).results[0]
+        return (await self.store.write([delta or _build(MemoryDelta, fields)], atomic=True)).results[0]
 
     async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                          batch_size: int = DEFAULT_BATCH) -> BatchResult:

@@ -130,3 +130,11 @@ def test_future_tolerance_is_one_day(seeded: MemoryGraph, tenant: str) -> None:
     seeded.write(delta(tenant, valid_from=soon))
     with pytest.raises(InvalidDelta, match="valid_from"):
         seeded.write(delta(tenant, valid_from=soon + timedelta(days=2)))
+
+
+def test_keyword_writes_raise_sgam_errors(graph: MemoryGraph, tenant: str) -> None:
+    with pytest.raises(InvalidDelta, match="valid_from.*naive"):
+        graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Porto",
+                    valid_from=datetime(2026, 1, 1), source_episode_id="e1")
+    with pytest.raises(InvalidDelta, match="occurred_at"):
+        graph.record_episode(tenant_id=tenant, id="e1", content="x", occurred_at="yesterday")
