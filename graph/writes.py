@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -32,7 +33,7 @@ Records = list[dict[str, Any]]
 # The fact properties that are instants. The write path moves them as ISO strings and converts
 # them in Cypher: the driver's per-value temporal conversion dominated batch writes otherwise.
 INSTANTS = ("valid_from", "valid_to", "recorded_at", "expired_at", "last_confirmed_at")
-_AS_DATETIME = ", ".join(f"f.{k} = datetime(r.props.{k})" for k in INSTANTS)
+_AS_DATETIME = ", ".join(f"f.{k} = datetime(r.at.{k})" for k in INSTANTS)
 
 
 @dataclass(frozen=True)
@@ -96,37 +97,34 @@ SET e.updated_at = $now
 WITH e, s
 OPTIONAL MATCH (e)-[f]->()
   WHERE f.memory_id IS NOT NULL AND f.attribute IN s.attributes
-RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type,
-       collect(f {.*, %s}) AS facts
+RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid,
+       collect(f {.*, _eid: elementId(f), %s}) AS facts
 """ % ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)
 
+# Rows read under the subject lock are addressed by element id: valid inside this transaction.
 UPDATE_ROWS = """
 UNWIND $rows AS r
-MATCH (:Entity {tenant_id: r.tenant_id, id: r.subject})-[f:%%s]->()
-WHERE f.memory_id = r.memory_id
-SET f += r.props
-SET %s
-""" % ", ".join(f"f.{k} = datetime(r.props.{k})" for k in ("expired_at", "last_confirmed_at"))
+MATCH ()-[f]->() WHERE elementId(f) = r.fid
+SET f += r.props, %s
+""" % ", ".join(f"f.{k} = datetime(r.at.{k})" for k in ("expired_at", "last_confirmed_at"))
 
 CREATE_ATTRIBUTE_FACTS = """
 UNWIND $rows AS r
-MATCH (e:Entity {tenant_id: r.tenant_id, id: r.subject})
+MATCH (e:Entity) WHERE elementId(e) = r.eid
 MERGE (v:Value {tenant_id: r.tenant_id, key: r.node_key})
   ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
                 v.attribute = r.props.attribute, v.name = r.caption
 CREATE (e)-[f:%%s]->(v)
-SET f = r.props
-SET %s
+SET f = r.props, %s
 """ % _AS_DATETIME
 
 CREATE_RELATION_FACTS = """
 UNWIND $rows AS r
-MATCH (e:Entity {tenant_id: r.tenant_id, id: r.subject})
+MATCH (e:Entity) WHERE elementId(e) = r.eid
 MERGE (t:Entity {tenant_id: r.tenant_id, id: r.target})
   ON CREATE SET t:$(r.target_type), t.type = r.target_type, t.name = r.target, t.created_at = $now
 CREATE (e)-[f:%%s]->(t)
-SET f = r.props
-SET %s
+SET f = r.props, %s
 """ % _AS_DATETIME
 
 LINK_MENTIONS = """
@@ -180,7 +178,7 @@ def write_steps(
     if not prepared:
         return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
-    slots = yield from _lock_and_read(prepared, now)
+    slots, ids = yield from _lock_and_read(prepared, now)
     creates: list[dict[str, Any]] = []
     touched: dict[str, Fact] = {}
     for item in prepared:
@@ -188,7 +186,7 @@ def write_steps(
         results.append(result)
         if atomic and not result.ok:
             raise result.error  # type: ignore[misc]
-    yield from _persist(prepared, slots, creates, touched, schema, now)
+    yield from _persist(prepared, slots, ids, creates, touched, schema, now)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
@@ -235,7 +233,9 @@ def _check_one(p: _Prepared, present: set, stored_types: dict) -> SgamError | No
     return None
 
 
-def _lock_and_read(prepared: list[_Prepared], now: datetime) -> Generator[Statement, Records, dict]:
+def _lock_and_read(prepared: list[_Prepared], now: datetime) -> Generator[Statement, Records, tuple[dict, dict]]:
+    """Lock the subjects and read their slots; returns the rows and the element ids of
+    subjects (by ``(tenant, id)``) and of rows (by ``memory_id``)."""
     subjects: dict[tuple[str, str], dict[str, Any]] = {}
     for p in prepared:
         entry = subjects.setdefault(
@@ -248,11 +248,14 @@ def _lock_and_read(prepared: list[_Prepared], now: datetime) -> Generator[Statem
     # Sorted, so that two batches lock shared subjects in the same order.
     records = yield Statement(LOCK_AND_READ, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
     slots: dict[tuple[str, str, str], list[Fact]] = {}
+    ids: dict[Any, str] = {}
     for record in records:
+        ids[(record["tenant_id"], record["id"])] = record["eid"]
         for props in record["facts"]:
             fact = fact_from_properties(props)
+            ids[fact.memory_id] = props["_eid"]
             slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
-    return slots
+    return slots, ids
 
 
 def _reconcile_one(item: _Prepared, slots: dict, schema: Schema, now: datetime,
@@ -274,27 +277,25 @@ def _reconcile_one(item: _Prepared, slots: dict, schema: Schema, now: datetime,
     )
 
 
-def _persist(prepared: list[_Prepared], slots: dict, creates: list[dict[str, Any]],
+def _persist(prepared: list[_Prepared], slots: dict, ids: dict, creates: list[dict[str, Any]],
              touched: dict[str, Fact], schema: Schema, now: datetime) -> Generator[Statement, Records, None]:
     final = {row.memory_id: row for rows in slots.values() for row in rows}
     new_ids = {props["memory_id"] for props in creates}
-    updates: dict[str, list[dict[str, Any]]] = {}
-    for memory_id, row in touched.items():
-        if memory_id in new_ids:
-            continue
-        updates.setdefault(schema.rel_type(row.attribute), []).append({
-            "tenant_id": row.tenant_id, "subject": row.subject, "memory_id": memory_id,
-            "props": _storable(final[memory_id].model_dump(include=_MUTABLE)),
-        })
-    for rel_type, rows in sorted(updates.items()):
-        yield Statement(UPDATE_ROWS % quote_identifier(rel_type), {"rows": rows})
+    updates = []
+    for memory_id in touched:
+        if memory_id not in new_ids:
+            props, instants = _storable(final[memory_id].model_dump(include=_MUTABLE))
+            updates.append({"fid": ids[memory_id], "props": props, "at": instants})
+    if updates:
+        yield Statement(UPDATE_ROWS, {"rows": updates})
 
     attribute_rows: dict[str, list[dict[str, Any]]] = {}
     relation_rows: dict[str, list[dict[str, Any]]] = {}
     for props in creates:
         row = final[props["memory_id"]]
-        stored = _storable(row.model_dump())
-        entry = {"tenant_id": row.tenant_id, "subject": row.subject, "props": stored}
+        stored, instants = _storable(row.model_dump())
+        entry = {"tenant_id": row.tenant_id, "eid": ids[(row.tenant_id, row.subject)],
+                 "props": stored, "at": instants}
         rel_type = schema.rel_type(row.attribute)
         if row.kind == "relation":
             entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)
@@ -327,20 +328,25 @@ def _caption(value: Any) -> str:
     return value.isoformat() if isinstance(value, (date, datetime)) else str(value)
 
 
-def _storable(props: dict[str, Any]) -> dict[str, Any]:
-    """Neo4j properties: enums as strings, tuples as lists; ``None`` removes a property."""
+def _storable(props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """Neo4j properties, and the instants apart as ISO strings (converted in Cypher).
+
+    Enums become their values and tuples lists; a ``None`` property is not stored.
+    """
     out: dict[str, Any] = {}
+    instants: dict[str, str | None] = {}
     for key, value in props.items():
-        if hasattr(value, "value") and not isinstance(value, (date, datetime)):
+        if key in INSTANTS:
+            instants[key] = None if value is None else value.astimezone(timezone.utc).isoformat()
+            continue
+        if isinstance(value, Enum):
             value = value.value
-        if isinstance(value, tuple):
+        elif isinstance(value, tuple):
             value = list(value)
-        if isinstance(value, datetime) and value.tzinfo is not None:
+        elif isinstance(value, datetime):
             value = value.astimezone(timezone.utc)
-            if key in INSTANTS:
-                value = value.isoformat()
         out[key] = value
-    return out
+    return out, instants
 
 
 def fact_from_properties(props: dict[str, Any]) -> Fact:
