@@ -6,7 +6,10 @@ agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the
 
 from __future__ import annotations
 
+import asyncio
+import zlib
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -23,6 +26,8 @@ from sgam.queries.loader import get_query
 from .settings import Settings
 
 DEFAULT_BATCH = 2000
+# Two lanes keep both the Python reconciliation and the server busy on a small machine.
+DEFAULT_WORKERS = 2
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -69,18 +74,34 @@ def _paths(records: list[dict[str, Any]]) -> list[TraversalPath]:
     ]
 
 
-def _merge_batches(batches: Sequence[tuple[int, BatchResult]]) -> BatchResult:
-    results = []
-    for offset, batch in batches:
-        for r in batch.results:
-            results.append(DeltaResult(r.index + offset, r.outcome, r.memory_ids, r.message, r.error))
-    return BatchResult(tuple(results))
+Chunk = tuple[list[int], list[MemoryDelta]]
 
 
-def _chunks(deltas: Sequence[MemoryDelta], size: int, atomic: bool) -> list[tuple[int, Sequence[MemoryDelta]]]:
+def _lanes(deltas: Sequence[MemoryDelta], size: int, atomic: bool, workers: int) -> list[list[Chunk]]:
+    """Split a write into lanes of batches that may run side by side.
+
+    A subject's deltas all go to one lane, in their original order, so every slot sees its deltas
+    in order; lanes touch disjoint subjects. Each chunk keeps the deltas' original indices.
+    """
     if atomic:
-        return [(0, deltas)]
-    return [(i, deltas[i:i + size]) for i in range(0, len(deltas), size)]
+        return [[(list(range(len(deltas))), list(deltas))]]
+    lanes: list[list[tuple[int, MemoryDelta]]] = [[] for _ in range(max(1, workers))]
+    for index, delta in enumerate(deltas):
+        lane = zlib.crc32(f"{delta.tenant_id}\x1f{delta.subject}".encode()) % len(lanes)
+        lanes[lane].append((index, delta))
+    return [
+        [([i for i, _ in lane[k:k + size]], [d for _, d in lane[k:k + size]])
+         for k in range(0, len(lane), size)]
+        for lane in lanes if lane
+    ]
+
+
+def _merge(done: Iterable[tuple[list[int], BatchResult]]) -> BatchResult:
+    results = [
+        DeltaResult(indices[r.index], r.outcome, r.memory_ids, r.message, r.error)
+        for indices, batch in done for r in batch.results
+    ]
+    return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
 class _Queries:
@@ -201,15 +222,22 @@ class MemoryGraph(_Queries):
         return result
 
     def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
-                   batch_size: int = DEFAULT_BATCH) -> BatchResult:
+                   batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
         """Write many deltas in batched transactions (``UNWIND``), same semantics as :meth:`write`.
 
         Rejected deltas are reported in the result and the rest are applied; with ``atomic=True``
-        the first error is raised and nothing is written.
+        the first error is raised and nothing is written (one transaction). Otherwise up to
+        ``workers`` lanes of batches, split by subject, run side by side.
         """
-        deltas = list(deltas)
-        return _merge_batches([(offset, self.store.write(chunk, atomic))
-                               for offset, chunk in _chunks(deltas, batch_size, atomic)])
+        lanes = _lanes(list(deltas), batch_size, atomic, workers)
+
+        def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
+            return [(indices, self.store.write(chunk, atomic)) for indices, chunk in lane]
+
+        if len(lanes) == 1:
+            return _merge(run(lanes[0]))
+        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+            return _merge(done for lane in pool.map(run, lanes) for done in lane)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -291,10 +319,13 @@ class AsyncMemoryGraph(_Queries):
         return (await self.store.write([delta or _build(MemoryDelta, fields)], atomic=True)).results[0]
 
     async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
-                         batch_size: int = DEFAULT_BATCH) -> BatchResult:
-        deltas = list(deltas)
-        return _merge_batches([(offset, await self.store.write(chunk, atomic))
-                               for offset, chunk in _chunks(deltas, batch_size, atomic)])
+                         batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
+        async def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
+            return [(indices, await self.store.write(chunk, atomic)) for indices, chunk in lane]
+
+        lanes = _lanes(list(deltas), batch_size, atomic, workers)
+        done = await asyncio.gather(*(run(lane) for lane in lanes))
+        return _merge(item for lane in done for item in lane)
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         query = get_query(name)
