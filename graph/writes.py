@@ -301,7 +301,10 @@ def _persist(prepared: list[_Prepared], slots: dict, ids: dict, creates: list[di
             entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)
             relation_rows.setdefault(rel_type, []).append(entry)
         else:
-            entry.update(node_key=f"{row.attribute}|{row.value_key}", caption=_caption(row.value))
+            # One value node per subject and value: versions that repeat a value share it, and
+            # no two subjects ever lock the same value node (shared ones deadlocked batches).
+            entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}",
+                         caption=_caption(row.value))
             attribute_rows.setdefault(rel_type, []).append(entry)
     for rel_type, rows in sorted(attribute_rows.items()):
         yield Statement(CREATE_ATTRIBUTE_FACTS % quote_identifier(rel_type), {"rows": rows})

@@ -142,6 +142,8 @@ def _table(console: Console, question: str, rows: list[Answer]) -> None:
 
 BROWSER_QUERY = """\
 MATCH p = (c:Customer {tenant_id: 'demo'})-[:HOLDS|COVERED_BY*1..2]->(x)
-WHERE all(f IN relationships(p) WHERE f.expired_at IS NULL)
-OPTIONAL MATCH (x)-[attr]->(v:Value) WHERE attr.expired_at IS NULL
-RETURN p, attr, v"""
+WHERE all(f IN relationships(p) WHERE f.expired_at IS NULL
+          AND f.valid_from <= datetime() AND (f.valid_to IS NULL OR datetime() < f.valid_to))
+OPTIONAL MATCH (x)-[a]->(v:Value)
+WHERE a.expired_at IS NULL AND a.valid_from <= datetime() AND (a.valid_to IS NULL OR datetime() < a.valid_to)
+RETURN p, a, v"""
