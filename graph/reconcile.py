@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -92,12 +92,14 @@ def reconcile(
     schema: Schema,
     now: datetime,
     *,
+    applied: Collection[str] = frozenset(),
     max_future: timedelta = MAX_FUTURE,
 ) -> WritePlan:
     """Plan the effect of ``delta`` on the stored versions ``existing`` of its slot.
 
-    ``existing`` holds every stored row of the slot, retired ones included (they carry the
-    idempotency keys of replayed deltas). Raises :class:`InvalidDelta`, :class:`Conflict` or
+    ``existing`` holds the stored rows of the slot: the believed ones at least (retired rows are
+    ignored except for the idempotency keys they carry). ``applied`` holds idempotency keys
+    already stored on rows not passed in, so a replayed delta is recognised without them. Raises :class:`InvalidDelta`, :class:`Conflict` or
     :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen.
     """
     now = require_aware(now, "now")
@@ -121,7 +123,7 @@ def reconcile(
         kind="relation" if spec.value_type == "entity" else "attribute",
         outcome="unchanged", delta_key=key, episode_id=delta.source_episode_id, now=now,
     )
-    if any(key in r.delta_keys or r.expired_by_delta_key == key for r in existing):
+    if key in applied or any(key in r.delta_keys or r.expired_by_delta_key == key for r in existing):
         return replace(base, message="this delta was already applied (replay)")
 
     believed = sorted(

@@ -95,7 +95,7 @@ def _drive(tx: Any, steps: WriteSteps) -> Any:
     try:
         statement = next(steps)
         while True:
-            records = [record.data() for record in tx.run(statement.query, statement.params)]
+            records = [dict(record) for record in tx.run(statement.query, statement.params)]
             statement = steps.send(records)
     except StopIteration as stop:
         return stop.value
@@ -106,7 +106,7 @@ async def _adrive(tx: Any, steps: WriteSteps) -> Any:
         statement = next(steps)
         while True:
             result = await tx.run(statement.query, statement.params)
-            records = [record.data() async for record in result]
+            records = [dict(record) async for record in result]
             statement = steps.send(records)
     except StopIteration as stop:
         return stop.value

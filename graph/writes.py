@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import InvalidDelta, SchemaViolation, SgamError
 from .models import Fact, MemoryDelta
-from .reconcile import apply_plan, reconcile
+from .reconcile import apply_plan, delta_key, reconcile
 from .schema import Schema, quote_identifier
 
 Records = list[dict[str, Any]]
@@ -33,7 +33,7 @@ Records = list[dict[str, Any]]
 # The fact properties that are instants. The write path moves them as ISO strings and converts
 # them in Cypher: the driver's per-value temporal conversion dominated batch writes otherwise.
 INSTANTS = ("valid_from", "valid_to", "recorded_at", "expired_at", "last_confirmed_at")
-_AS_DATETIME = ", ".join(f"f.{k} = datetime(r.at.{k})" for k in INSTANTS)
+_AS_DATETIME = ", ".join(f"{k}: datetime(r.at.{k})" for k in INSTANTS)
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,8 @@ OPTIONAL MATCH (e:Entity {tenant_id: s.tenant_id, id: s.id})
 RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type
 """
 
+# Only believed rows come back in full; of retired rows only the keys of this batch's deltas
+# that they already carry (a replay), so a long history is not re-read on every write.
 LOCK_AND_READ = """
 UNWIND $subjects AS s
 MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
@@ -98,15 +100,20 @@ WITH e, s
 OPTIONAL MATCH (e)-[f]->()
   WHERE f.memory_id IS NOT NULL AND f.attribute IN s.attributes
 RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid,
-       collect(f {.*, _eid: elementId(f), %s}) AS facts
+       collect(CASE WHEN f.expired_at IS NULL THEN f {.*, _eid: elementId(f), %s,
+               value: CASE WHEN f.value_type IN ['date', 'datetime'] THEN toString(f.value)
+                           ELSE f.value END} END) AS facts,
+       collect([k IN coalesce(f.delta_keys, []) + coalesce(f.expired_by_delta_key, []) WHERE k IN s.keys])
+         AS applied
 """ % ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)
 
 # Rows read under the subject lock are addressed by element id: valid inside this transaction.
 UPDATE_ROWS = """
 UNWIND $rows AS r
 MATCH ()-[f]->() WHERE elementId(f) = r.fid
-SET f += r.props, %s
-""" % ", ".join(f"f.{k} = datetime(r.at.{k})" for k in ("expired_at", "last_confirmed_at"))
+WITH f, r, r.props AS props
+SET f += props {.*, %s}
+""" % ", ".join(f"{k}: datetime(r.at.{k})" for k in ("expired_at", "last_confirmed_at"))
 
 CREATE_ATTRIBUTE_FACTS = """
 UNWIND $rows AS r
@@ -114,8 +121,9 @@ MATCH (e:Entity) WHERE elementId(e) = r.eid
 MERGE (v:Value {tenant_id: r.tenant_id, key: r.node_key})
   ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
                 v.attribute = r.props.attribute, v.name = r.caption
+WITH e, v, r, r.props AS props
 CREATE (e)-[f:%%s]->(v)
-SET f = r.props, %s
+SET f = props {.*, %s}
 """ % _AS_DATETIME
 
 CREATE_RELATION_FACTS = """
@@ -123,8 +131,9 @@ UNWIND $rows AS r
 MATCH (e:Entity) WHERE elementId(e) = r.eid
 MERGE (t:Entity {tenant_id: r.tenant_id, id: r.target})
   ON CREATE SET t:$(r.target_type), t.type = r.target_type, t.name = r.target, t.created_at = $now
+WITH e, t, r, r.props AS props
 CREATE (e)-[f:%%s]->(t)
-SET f = r.props, %s
+SET f = props {.*, %s}
 """ % _AS_DATETIME
 
 LINK_MENTIONS = """
@@ -141,6 +150,7 @@ class _Prepared:
     delta: MemoryDelta
     subject_type: str
     target_type: str | None
+    key: str
 
 
 def prepare(deltas: Sequence[MemoryDelta], schema: Schema) -> tuple[list[_Prepared], list[DeltaResult]]:
@@ -151,10 +161,9 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema) -> tuple[list[_Prepar
         try:
             spec = schema.attribute(delta.attribute)
             subject_type = schema.subject_type_for(delta.attribute, delta.subject_type)
-            if delta.value is not None:
-                schema.coerce(delta.attribute, delta.value)
+            vkey = schema.coerce(delta.attribute, delta.value)[1] if delta.value is not None else ""
             target_type = spec.target if spec.value_type == "entity" else None
-            ready.append(_Prepared(index, delta, subject_type, target_type))
+            ready.append(_Prepared(index, delta, subject_type, target_type, delta_key(delta, vkey)))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
     return ready, rejected
@@ -178,15 +187,15 @@ def write_steps(
     if not prepared:
         return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
-    slots, ids = yield from _lock_and_read(prepared, now)
+    locked = yield from _lock_and_read(prepared, now)
     creates: list[dict[str, Any]] = []
     touched: dict[str, Fact] = {}
     for item in prepared:
-        result = _reconcile_one(item, slots, schema, now, creates, touched)
+        result = _reconcile_one(item, locked, schema, now, creates, touched)
         results.append(result)
         if atomic and not result.ok:
             raise result.error  # type: ignore[misc]
-    yield from _persist(prepared, slots, ids, creates, touched, schema, now)
+    yield from _persist(prepared, locked, creates, touched, schema, now)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
@@ -233,37 +242,48 @@ def _check_one(p: _Prepared, present: set, stored_types: dict) -> SgamError | No
     return None
 
 
-def _lock_and_read(prepared: list[_Prepared], now: datetime) -> Generator[Statement, Records, tuple[dict, dict]]:
-    """Lock the subjects and read their slots; returns the rows and the element ids of
-    subjects (by ``(tenant, id)``) and of rows (by ``memory_id``)."""
+@dataclass
+class _Locked:
+    """What the lock step read: believed rows by slot, element ids, and already-applied keys."""
+
+    slots: dict[tuple[str, str, str], list[Fact]] = field(default_factory=dict)
+    subject_ids: dict[tuple[str, str], str] = field(default_factory=dict)
+    row_ids: dict[str, str] = field(default_factory=dict)
+    applied: set[str] = field(default_factory=set)
+
+
+def _lock_and_read(prepared: list[_Prepared], now: datetime) -> Generator[Statement, Records, _Locked]:
+    """Lock the subjects (creating new ones) and read the believed rows of their slots."""
     subjects: dict[tuple[str, str], dict[str, Any]] = {}
     for p in prepared:
         entry = subjects.setdefault(
             (p.delta.tenant_id, p.delta.subject),
             {"tenant_id": p.delta.tenant_id, "id": p.delta.subject, "type": p.subject_type,
-             "name": p.delta.subject_name or p.delta.subject, "attributes": []},
+             "name": p.delta.subject_name or p.delta.subject, "attributes": [], "keys": []},
         )
         if p.delta.attribute not in entry["attributes"]:
             entry["attributes"].append(p.delta.attribute)
+        entry["keys"].append(p.key)
     # Sorted, so that two batches lock shared subjects in the same order.
     records = yield Statement(LOCK_AND_READ, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
-    slots: dict[tuple[str, str, str], list[Fact]] = {}
-    ids: dict[Any, str] = {}
+    locked = _Locked()
     for record in records:
-        ids[(record["tenant_id"], record["id"])] = record["eid"]
+        locked.subject_ids[(record["tenant_id"], record["id"])] = record["eid"]
+        locked.applied.update(k for keys in record["applied"] for k in keys)
         for props in record["facts"]:
             fact = fact_from_properties(props)
-            ids[fact.memory_id] = props["_eid"]
-            slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
-    return slots, ids
+            locked.row_ids[fact.memory_id] = props["_eid"]
+            locked.slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
+    return locked
 
 
-def _reconcile_one(item: _Prepared, slots: dict, schema: Schema, now: datetime,
+def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: datetime,
                    creates: list[dict[str, Any]], touched: dict[str, Fact]) -> DeltaResult:
     delta = item.delta
+    slots = locked.slots
     rows = slots.get(delta.key, [])
     try:
-        plan = reconcile(rows, delta, schema, now)
+        plan = reconcile(rows, delta, schema, now, applied=locked.applied)
     except SgamError as exc:
         return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
     new_rows = apply_plan(rows, plan)
@@ -277,15 +297,15 @@ def _reconcile_one(item: _Prepared, slots: dict, schema: Schema, now: datetime,
     )
 
 
-def _persist(prepared: list[_Prepared], slots: dict, ids: dict, creates: list[dict[str, Any]],
+def _persist(prepared: list[_Prepared], locked: _Locked, creates: list[dict[str, Any]],
              touched: dict[str, Fact], schema: Schema, now: datetime) -> Generator[Statement, Records, None]:
-    final = {row.memory_id: row for rows in slots.values() for row in rows}
+    final = {row.memory_id: row for rows in locked.slots.values() for row in rows}
     new_ids = {props["memory_id"] for props in creates}
     updates = []
     for memory_id in touched:
         if memory_id not in new_ids:
             props, instants = _storable(final[memory_id].model_dump(include=_MUTABLE))
-            updates.append({"fid": ids[memory_id], "props": props, "at": instants})
+            updates.append({"fid": locked.row_ids[memory_id], "props": props, "at": instants})
     if updates:
         yield Statement(UPDATE_ROWS, {"rows": updates})
 
@@ -294,7 +314,7 @@ def _persist(prepared: list[_Prepared], slots: dict, ids: dict, creates: list[di
     for props in creates:
         row = final[props["memory_id"]]
         stored, instants = _storable(row.model_dump())
-        entry = {"tenant_id": row.tenant_id, "eid": ids[(row.tenant_id, row.subject)],
+        entry = {"tenant_id": row.tenant_id, "eid": locked.subject_ids[(row.tenant_id, row.subject)],
                  "props": stored, "at": instants}
         rel_type = schema.rel_type(row.attribute)
         if row.kind == "relation":
@@ -353,8 +373,20 @@ def _storable(props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | No
 
 
 def fact_from_properties(props: dict[str, Any]) -> Fact:
-    """A :class:`Fact` from relationship properties as the driver returns them."""
-    return Fact.model_validate({key: native(value) for key, value in props.items()})
+    """A :class:`Fact` from relationship properties as the driver returns them.
+
+    Instants may come typed or as ISO strings (the write path and the API queries read them as
+    strings, which is much cheaper for the driver); a date or datetime ``value`` likewise.
+    """
+    data = {key: value.to_native() if hasattr(value, "to_native") else value
+            for key, value in props.items()}
+    value = data.get("value")
+    if isinstance(value, str) and data.get("value_type") in ("date", "datetime"):
+        data["value"] = (date.fromisoformat(value) if data["value_type"] == "date"
+                         else datetime.fromisoformat(value))
+    if isinstance(data.get("value"), datetime):
+        data["value"] = data["value"].astimezone(timezone.utc)
+    return Fact.model_validate(data)
 
 
 def native(value: Any) -> Any:

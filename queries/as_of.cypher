@@ -17,5 +17,6 @@ WHERE f.memory_id IS NOT NULL
       END
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.source_episode_id AS episode, f.asserted_by AS asserted_by,
-       f.memory_id AS memory_id, properties(f) AS fact
+       f.memory_id AS memory_id, f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
+         expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at)} AS fact
 ORDER BY attribute, value
