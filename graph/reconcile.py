@@ -26,7 +26,7 @@ against the stored rows, so the rules below are all the code has to get right:
 from __future__ import annotations
 
 import hashlib
-import uuid
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -83,7 +83,8 @@ def delta_key(delta: MemoryDelta, value_key: str) -> str:
 
 
 def new_memory_id() -> str:
-    return f"m-{uuid.uuid4().hex[:20]}"
+    """A fresh fact-version id: 80 random bits (``uuid4`` objects cost more than the rest of a plan)."""
+    return "m-" + os.urandom(10).hex()
 
 
 def reconcile(

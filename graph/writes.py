@@ -359,17 +359,26 @@ def _storable(props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | No
     out: dict[str, Any] = {}
     instants: dict[str, str | None] = {}
     for key, value in props.items():
-        if key in INSTANTS:
-            instants[key] = None if value is None else value.astimezone(timezone.utc).isoformat()
-            continue
-        if isinstance(value, Enum):
-            value = value.value
+        if value is None or type(value) in _PLAIN:
+            out[key] = value
+        elif key in INSTANTS:
+            instants[key] = value.astimezone(timezone.utc).isoformat()
+        elif isinstance(value, Enum):
+            out[key] = value.value
         elif isinstance(value, tuple):
-            value = list(value)
+            out[key] = list(value)
         elif isinstance(value, datetime):
-            value = value.astimezone(timezone.utc)
-        out[key] = value
+            out[key] = value.astimezone(timezone.utc)
+        else:
+            out[key] = value
+    for key in INSTANTS:
+        if key in props:
+            instants.setdefault(key, None)
+            out.pop(key, None)
     return out, instants
+
+
+_PLAIN = (str, int, float, bool, list, date)
 
 
 def fact_from_properties(props: dict[str, Any]) -> Fact:

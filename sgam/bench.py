@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import inspect
 import json
+import logging
 import os
 import platform
 import random
@@ -461,6 +463,28 @@ def _write_tenant_cleanup(graph: Any, tenant: str) -> int:
         return session.run(REMAINING, tenant=tenant).single()["remaining"]
 
 
+class _RetryCounter(logging.Handler):
+    """Counts the driver's transaction retries (deadlocks, transient errors) during a phase.
+
+    A retry means backoff sleeps inside the measured time, typically because another client
+    wrote to the same server at the same time; the result file records how many there were.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.retries: Counter = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "will be retried" in message:
+            code = "Deadlock" if "Deadlock" in message else "other"
+            self.retries[code] += 1
+
+    def take(self) -> dict[str, int]:
+        taken, self.retries = dict(self.retries), Counter()
+        return taken
+
+
 # -- environment -------------------------------------------------------------------------------------
 
 
@@ -488,13 +512,33 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str | None:
+    """Read-only git facts about the source tree the benchmark ran from (None outside a checkout)."""
     try:
         root = Path(__file__).resolve().parent.parent
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
                              text=True, timeout=5, check=False)
-        return out.stdout.strip() or None
+        return out.stdout.rstrip() if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _git_state() -> dict[str, Any]:
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": _git("rev-parse", "HEAD"),
+            "git_modified": None if status is None else [line[3:] for line in status.splitlines()]}
+
+
+def _write_many_workers(graph: Any) -> Any:
+    parameter = inspect.signature(graph.write_many).parameters.get("workers")
+    return 1 if parameter is None else parameter.default
+
+
+def _loadavg() -> list[float] | None:
+    """Load averages (other processes on the machine skew every number; recorded for that)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
         return None
 
 
@@ -536,6 +580,7 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
     if facts < 1 or subjects < 1 or lookups < 1 or batch_size < 1:
         raise ValueError("facts, subjects, lookups and batch_size must be positive")
     started_at = datetime.now(timezone.utc)
+    load_start = _loadavg()
     suffix = secrets.token_hex(4)
     tenant = f"bench-{seed}-{suffix}"
     raw_tenant = f"{tenant}-raw"
@@ -550,6 +595,9 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
 
     graph = MemoryGraph.connect(uri, auth)
     result: dict[str, Any] = {}
+    retries = _RetryCounter()
+    driver_log = logging.getLogger("neo4j")
+    driver_log.addHandler(retries)
     try:
         _warm_up_writes(graph, seed, warm_tenant, batch_size)
 
@@ -559,12 +607,18 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
         episodes_s = time.perf_counter() - t0
         log(f"recorded episodes in {episodes_s:.1f}s")
 
+        retries.take()
         raw_s = _raw_write(graph, workload.deltas, raw_tenant, batch_size)
+        raw_retries = retries.take()
         log(f"raw baseline write: {raw_s:.1f}s")
         t0 = time.perf_counter()
         batch = graph.write_many(workload.deltas, batch_size=batch_size)
         write_s = time.perf_counter() - t0
+        sgam_retries = retries.take()
         log(f"SGAM write_many: {write_s:.1f}s")
+        if raw_retries or sgam_retries:
+            log(f"[yellow]driver retried transactions (raw {raw_retries}, SGAM {sgam_retries}): "
+                "another client is probably writing to this server; timings include the backoff")
         outcomes = Counter(r.outcome for r in batch.results)
         rejected = [{"index": r.index, "message": r.message} for r in batch.rejected]
         stored = graph.store.read(COUNT_FACTS, {"tenant": tenant})[0]
@@ -580,25 +634,29 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
             "format": 1,
             "started_at": started_at.isoformat(),
             "finished_at": None,
-            "machine": _machine(),
+            "machine": {**_machine(), "loadavg_1_5_15_start": load_start},
             "versions": {
                 "python": sys.version.split()[0], "python_implementation": platform.python_implementation(),
                 "sgam": _version("sgam"), "neo4j_driver": _version("neo4j"),
-                "pydantic": _version("pydantic"), "git_commit": _git_commit(),
+                "neo4j_rust_ext": _version("neo4j-rust-ext"), "pydantic": _version("pydantic"),
+                **_git_state(),
             },
             "neo4j": _neo4j_info(graph),
             "params": {"facts": facts, "subjects": subjects, "lookups": lookups, "seed": seed,
                        "batch_size": batch_size, "episode_batch": EPISODE_BATCH,
+                       "write_many_workers": _write_many_workers(graph), "raw_write_workers": 1,
                        "tenant": tenant, "raw_tenant": raw_tenant},
             "dataset": _dataset(workload, generate_s),
             "writes": {
                 "sgam": {"seconds": round(write_s, 3), "facts_per_s": round(sgam_fps, 1),
                          "outcomes": dict(sorted(outcomes.items())), "rejected": len(rejected),
                          "rejected_examples": rejected[:10],
+                         "driver_retries": sgam_retries,
                          "relationships_stored": stored["facts"],
                          "relationships_believed": stored["believed"]},
                 "raw": {"seconds": round(raw_s, 3), "facts_per_s": round(raw_fps, 1),
-                        "relationships_stored": n, "query": RAW_WRITE.strip()},
+                        "relationships_stored": n, "driver_retries": raw_retries,
+                        "query": RAW_WRITE.strip()},
                 "ratio": round(write_s / raw_s, 3),
                 "ratio_meaning": "SGAM seconds / raw seconds (cost ratio; >1 = SGAM slower)",
                 "episodes": {"count": len(workload.episodes), "seconds": round(episodes_s, 3),
@@ -613,6 +671,7 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
         result["lookups"]["meets_target"] = (
             result["lookups"]["current"]["ratio_p50"] <= TARGET_CURRENT_P50_RATIO)
     finally:
+        driver_log.removeHandler(retries)
         remaining = {}
         for t in (tenant, raw_tenant, warm_tenant):
             try:
@@ -623,6 +682,7 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
         log(f"cleaned up: {remaining}")
     result["cleanup"] = {"remaining_nodes": remaining}
     result["finished_at"] = datetime.now(timezone.utc).isoformat()
+    result["machine"]["loadavg_1_5_15_end"] = _loadavg()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -762,6 +822,10 @@ def _print(result: dict[str, Any]) -> None:
     console.print(f"outcomes: {w['sgam']['outcomes']}; rejected: {w['sgam']['rejected']}; "
                   f"stored rows: {w['sgam']['relationships_stored']:,} "
                   f"({w['sgam']['relationships_believed']:,} believed)")
+    if w["sgam"]["driver_retries"] or w["raw"]["driver_retries"]:
+        console.print(f"[yellow]driver transaction retries during writes: SGAM "
+                      f"{w['sgam']['driver_retries']}, raw {w['raw']['driver_retries']} "
+                      "(concurrent load on the server; write timings include the backoff)[/yellow]")
     console.print(f"correctness on {c['checked']:,} lookups: {c['current_mismatches']} current and "
                   f"{c['as_of_mismatches']} as_of mismatches")
     for m in c["examples"]:

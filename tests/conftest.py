@@ -28,7 +28,7 @@ NEO4J_IMAGE = "neo4j:5.26.31-community"
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         tier = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
-        if tier in ("unit", "integration"):
+        if tier in ("unit", "integration", "browser"):
             item.add_marker(getattr(pytest.mark, tier))
 
 

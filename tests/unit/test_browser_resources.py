@@ -1,0 +1,102 @@
+"""The Neo4j Browser resources, without a browser: the style parses as Browser parses it, and the
+favourites and the guide carry every named query."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from sgam import browser
+from sgam.queries import load_queries
+
+
+def test_style_parses_like_browser() -> None:
+    rules = browser.check_style()
+    for label in ("Entity", "Person", "Customer", "Account", "Policy", "Value", "Episode"):
+        assert rules[f"node.{label}"]["color"].startswith("#"), label
+    colours = [rules[f"node.{t}"]["color"] for t in ("Person", "Customer", "Account", "Policy")]
+    assert len(set(colours)) == len(colours)
+    for label in ("Entity", "Person", "Customer", "Account", "Policy", "Value"):
+        assert rules[f"node.{label}"]["caption"] == "{name}"
+    assert rules["relationship"]["caption"] == "{attribute} = {value} [{valid_from}, {valid_to})"
+    assert rules["relationship.MENTIONS"]["caption"] == "<type>"
+    # Type rules come after node.Entity: in Browser the later matching rule wins.
+    order = list(rules)
+    assert all(order.index("node.Entity") < order.index(f"node.{t}") for t in ("Customer", "Value"))
+
+
+def test_style_command_is_the_style_on_one_line() -> None:
+    command = browser.style_command()
+    assert command.startswith(":style node {") and "\n" not in command
+    assert browser.parse_grass(command.removeprefix(":style ")) == browser.parse_grass(browser.style())
+
+
+@pytest.mark.parametrize("bad", [
+    "node { caption: '{a}: {b}'; }",              # a colon inside a caption: Browser drops it
+    "/* comment */ node { color: #FFFFFF; }",      # comments become part of the selector
+    "node { color: #FFFFFF;",                      # unterminated
+])
+def test_check_style_rejects_what_browser_would_ignore(bad: str) -> None:
+    with pytest.raises(ValueError):
+        browser.check_style(bad)
+
+
+def test_favorites_zip_has_every_query_with_its_params() -> None:
+    archive = zipfile.ZipFile(io.BytesIO(browser.favorites_zip()))
+    names = set(archive.namelist())
+    for query in load_queries().values():
+        path = f"{browser.FAVORITES_FOLDER}/{query.name}.cypher"
+        assert path in names
+        text = archive.read(path).decode("utf-8")
+        first, params, *cypher = text.splitlines()
+        assert first == f"// SGAM {query.name}: {query.doc}"
+        assert params.startswith(":param {") and params.endswith("};")
+        assert "\n".join(cypher).strip() == query.text.strip()
+    assert f"{browser.FAVORITES_FOLDER}/0-picture.cypher" in names
+    assert all(n.endswith(".cypher") for n in names)
+
+
+class _Guide(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.slides = 0
+        self.code: list[str] = []
+        self._in_code = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "slide":
+            self.slides += 1
+        if tag == "pre" and "runnable" in (dict(attrs).get("class") or ""):
+            self._in_code = True
+            self.code.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre":
+            self._in_code = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_code:
+            self.code[-1] += data
+
+
+def test_guide_has_a_runnable_slide_per_query() -> None:
+    guide = _Guide()
+    guide.feed(browser.render_guide())
+    queries = load_queries()
+    assert guide.slides == 2 + len(queries)
+    assert browser.style_command() in guide.code
+    for query in queries.values():
+        assert any(query.text.strip() in code for code in guide.code), query.name
+
+
+def test_export_and_help(tmp_path: Path) -> None:
+    paths = browser.export(tmp_path / "out")
+    assert [p.name for p in paths] == [browser.STYLE_FILE, browser.FAVORITES_FILE, browser.GUIDE_FILE]
+    assert paths[0].read_text(encoding="utf-8") == browser.style()
+    help_text = browser.browser_help("http://127.0.0.1:7474/browser/")
+    assert ":style node {" in help_text and browser.CONFIG_COMMAND in help_text
+    assert "http://127.0.0.1:7474/browser/" in help_text
