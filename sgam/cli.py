@@ -32,6 +32,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="SGAM: schema-guided, bitemporal agent memory on Neo4j.")
 neo4j_app = typer.Typer(no_args_is_help=True, help="Run the local Neo4j server (no Docker needed).")
 app.add_typer(neo4j_app, name="neo4j")
+browser_app = typer.Typer(no_args_is_help=True, help="Neo4j Browser: style, favourites and guide.")
+app.add_typer(browser_app, name="browser")
 
 console = Console()
 err = Console(stderr=True)
@@ -115,6 +117,44 @@ def neo4j_status(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int 
     console.print(f"  Credentials: {status.credentials_path}")
     if not status.running:
         raise typer.Exit(3)
+
+
+@browser_app.command("help")
+@friendly
+def browser_help_command(home: Path = HomeOpt, http_port: int = HttpOpt) -> None:
+    """How to style the graph and load the analyst queries in Neo4j Browser."""
+    from .browser import browser_help
+    from .neo4j_local import LocalServer
+
+    console.print(browser_help(LocalServer(_settings(home, None, http_port)).browser_url),
+                  highlight=False, markup=False)
+
+
+@browser_app.command("export")
+@friendly
+def browser_export(directory: Path = typer.Argument(Path("browser"), help="Where to write the files")) -> None:
+    """Write sgam.grass, the favourites zip and the guide for Neo4j Browser."""
+    from .browser import export
+
+    for path in export(directory):
+        console.print(f"wrote {path}")
+
+
+@browser_app.command("guide")
+@friendly
+def browser_guide(port: int = typer.Option(0, help="Port on localhost (0 = any free one)")) -> None:
+    """Serve the SGAM Browser guide on localhost; play it with `:play URL` (Ctrl-C stops)."""
+    import time
+
+    from .browser import serve_guide
+
+    with serve_guide(port) as url:
+        console.print(f"In Neo4j Browser, run:  :play {url}", highlight=False)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
 
 
 @app.command()

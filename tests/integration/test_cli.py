@@ -101,7 +101,8 @@ def test_query_list_and_print() -> None:
 def test_every_command_has_help() -> None:
     for args in (["--help"], ["neo4j", "--help"], ["neo4j", "up", "--help"], ["neo4j", "down", "--help"],
                  ["neo4j", "status", "--help"], ["replay", "--help"], ["query", "--help"],
-                 ["demo", "--help"], ["bench", "--help"]):
+                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["browser", "--help"],
+                 ["browser", "help", "--help"], ["browser", "export", "--help"], ["browser", "guide", "--help"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
         assert "Usage" in result.output
@@ -132,3 +133,11 @@ def test_demo_command(env) -> None:
     assert result.exit_code == 0, result.output
     assert "SGAM current" in result.output and "2026-06-30" in result.output
     assert "Paste this into Neo4j Browser" in result.output
+
+
+def test_browser_export_and_help(tmp_path: Path) -> None:
+    exported = runner.invoke(app, ["browser", "export", str(tmp_path)])
+    assert exported.exit_code == 0, exported.output
+    assert {p.name for p in tmp_path.iterdir()} >= {"sgam.grass", "sgam-favorites.zip", "sgam-guide.html"}
+    shown = runner.invoke(app, ["browser", "help", "--http-port", "7475"])
+    assert shown.exit_code == 0 and ":style" in shown.output and "7475/browser/" in shown.output
