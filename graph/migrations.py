@@ -37,6 +37,40 @@ CORE = Migration(
     ),
 )
 
+# Read-path search indexes (queries/context.py): vector indexes for embeddings of episode text,
+# entity names and attribute-fact statements (on :Value nodes, one per subject|attribute|value),
+# and full-text indexes for names and episode text. 384 dimensions = all-MiniLM-L6-v2.
+EMBEDDING_DIMENSIONS = 384
+_VECTOR = ("OPTIONS {indexConfig: {`vector.dimensions`: %d, `vector.similarity_function`: 'cosine'}}"
+           % EMBEDDING_DIMENSIONS)
+SEARCH = Migration(
+    "0003-search-indexes",
+    (
+        f"CREATE VECTOR INDEX sgam_episode_embedding IF NOT EXISTS FOR (e:Episode) ON (e.embedding) {_VECTOR}",
+        f"CREATE VECTOR INDEX sgam_entity_embedding IF NOT EXISTS FOR (e:Entity) ON (e.embedding) {_VECTOR}",
+        f"CREATE VECTOR INDEX sgam_value_embedding IF NOT EXISTS FOR (v:Value) ON (v.embedding) {_VECTOR}",
+        "CREATE FULLTEXT INDEX sgam_episode_text IF NOT EXISTS FOR (e:Episode) ON EACH [e.content]",
+        "CREATE FULLTEXT INDEX sgam_entity_name IF NOT EXISTS FOR (e:Entity) ON EACH [e.name, e.id]",
+    ),
+)
+
+TOMBSTONES = Migration(
+    "0003-tombstones-and-schema-versions",
+    (
+        "CREATE CONSTRAINT sgam_tombstone_key IF NOT EXISTS "
+        "FOR (t:Tombstone) REQUIRE (t.tenant_id, t.subject) IS UNIQUE",
+        "CREATE CONSTRAINT sgam_schema_version_key IF NOT EXISTS "
+        "FOR (s:SchemaVersion) REQUIRE (s.name, s.version) IS UNIQUE",
+    ),
+)
+
+# The schema a store runs under is stored as data; a changed definition needs a new version.
+RECORD_SCHEMA = (
+    "MERGE (s:SchemaVersion {name: $name, version: $version}) "
+    "ON CREATE SET s.definition = $definition, s.applied_at = datetime() "
+    "RETURN s.definition = $definition AS same"
+)
+
 APPLIED = "MATCH (m:Migration) RETURN m.id AS id"
 RECORD = (
     "MERGE (m:Migration {id: $id}) "
@@ -67,7 +101,7 @@ def fact_type_migration(rel_type: str) -> Migration:
 def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = sorted({schema.rel_type(name) for name in schema.attributes})
-    return [CORE, *(fact_type_migration(t) for t in rel_types)]
+    return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

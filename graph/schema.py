@@ -144,6 +144,10 @@ class Schema(_Spec):
             )
             raise SchemaViolation(f"{origin} is not a valid SGAM schema: {problems}") from exc
 
+    def definition(self) -> str:
+        """The schema as canonical JSON, as stored in ``(:SchemaVersion {definition})``."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
     # -- lookups ---------------------------------------------------------------------------
 
     def attribute(self, name: str) -> AttributeSpec:

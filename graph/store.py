@@ -15,8 +15,9 @@ from typing import Any
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from .errors import Conflict, InvalidDelta, SgamError, StoreUnavailable
-from .migrations import APPLIED, AWAIT_INDEXES, RECORD, pending
+from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
+from .forget import ForgetReport, forget_steps
+from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
 from .models import Episode, MemoryDelta, utcnow
 from .schema import Schema
 from .writes import BatchResult, Records, Statement, WriteSteps, prepare, write_steps
@@ -35,7 +36,7 @@ INDEX_TIMEOUT_S = 300
 # Label by label, so each scan uses the tenant's index; batched so a big tenant cannot exhaust memory.
 DELETE_TENANT = tuple(
     f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-    for label in ("Episode", "Value", "Entity")
+    for label in ("Episode", "Value", "Entity", "Tombstone")
 )
 
 
@@ -173,6 +174,10 @@ class Store(_Base):
         ) as session:
             return session.execute_read(lambda tx: _drive(tx, _single(Statement(query, params))))
 
+    def run_write(self, query: str, params: dict[str, Any]) -> Records:
+        """Run one statement in a write transaction and return its records as dicts."""
+        return self._write(lambda: _single(Statement(query, params)))
+
     def explain(self, query: str) -> Any:
         """The server's plan for ``query`` (``EXPLAIN``), without running it."""
         with translated(self.uri), self.driver.session(database=self.database) as session:
@@ -189,6 +194,13 @@ class Store(_Base):
                 session.run(RECORD, id=migration.id, statements=list(migration.statements)).consume()
                 done.append(migration.id)
             session.run(AWAIT_INDEXES, timeout=INDEX_TIMEOUT_S).consume()
+            same = session.run(RECORD_SCHEMA, name=self.schema.name, version=self.schema.version,
+                               definition=self.schema.definition()).single()
+            if not same["same"]:
+                raise SchemaViolation(
+                    f"schema {self.schema.name!r} v{self.schema.version} is already stored with a "
+                    "different definition: give the changed schema a new version"
+                )
             return done
 
     def delete_tenant(self, tenant: str) -> None:
@@ -196,6 +208,10 @@ class Store(_Base):
         with translated(self.uri), self.driver.session(database=self.database) as session:
             for statement in DELETE_TENANT:
                 session.run(statement, tenant=tenant).consume()
+
+    def forget(self, tenant: str, subject: str) -> ForgetReport:
+        """Erase ``subject`` in one transaction and leave a tombstone (see ``forget``)."""
+        return self._write(lambda: forget_steps(tenant, subject, self.clock()))
 
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
         """Store raw episodes (idempotent per id); returns ``{id: "created" | "existing"}``."""
@@ -239,6 +255,9 @@ class AsyncStore(_Base):
                 return await session.execute_read(
                     lambda tx: _adrive(tx, _single(Statement(query, params)))
                 )
+
+    async def run_write(self, query: str, params: dict[str, Any]) -> Records:
+        return await self._write(lambda: _single(Statement(query, params)))
 
     async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
         if not episodes:

@@ -23,7 +23,7 @@ from enum import Enum
 from datetime import date, datetime, timezone
 from typing import Any
 
-from .errors import InvalidDelta, SchemaViolation, SgamError
+from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
 from .models import Fact, MemoryDelta
 from .reconcile import apply_plan, delta_key, reconcile
 from .schema import Schema, quote_identifier
@@ -80,13 +80,14 @@ WriteSteps = Generator[Statement, Records, BatchResult]
 CHECK_EPISODES = """
 UNWIND $episodes AS ep
 OPTIONAL MATCH (x:Episode {tenant_id: ep.tenant_id, id: ep.id})
-RETURN ep.tenant_id AS tenant_id, ep.id AS id, x IS NOT NULL AS found
+RETURN ep.tenant_id AS tenant_id, ep.id AS id, x IS NOT NULL AS found, x.occurred_at AS occurred_at
 """
 
 CHECK_ENTITIES = """
 UNWIND $entities AS s
 OPTIONAL MATCH (e:Entity {tenant_id: s.tenant_id, id: s.id})
-RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type
+OPTIONAL MATCH (t:Tombstone {tenant_id: s.tenant_id, subject: s.id})
+RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, t.forgotten_at AS forgotten_at
 """
 
 # Only believed rows come back in full; of retired rows only the keys of this batch's deltas
@@ -202,7 +203,7 @@ def write_steps(
 def _check(prepared: list[_Prepared], results: list[DeltaResult]) -> Generator[Statement, Records, list[_Prepared]]:
     episodes = sorted({(p.delta.tenant_id, p.delta.source_episode_id) for p in prepared})
     found = yield Statement(CHECK_EPISODES, {"episodes": [{"tenant_id": t, "id": i} for t, i in episodes]})
-    present = {(r["tenant_id"], r["id"]) for r in found if r["found"]}
+    present = {(r["tenant_id"], r["id"]): native(r["occurred_at"]) for r in found if r["found"]}
     wanted: dict[tuple[str, str], str] = {}
     for p in prepared:
         wanted.setdefault((p.delta.tenant_id, p.delta.subject), p.subject_type)
@@ -212,9 +213,10 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult]) -> Generator[S
         CHECK_ENTITIES, {"entities": [{"tenant_id": t, "id": i} for t, i in sorted(wanted)]}
     )
     stored_types = {(r["tenant_id"], r["id"]): r["type"] for r in entities if r["type"]}
+    forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
     kept: list[_Prepared] = []
     for p in prepared:
-        error = _check_one(p, present, stored_types)
+        error = _check_one(p, present, stored_types) or _check_forgotten(p, present, forgotten)
         if error is None:
             kept.append(p)
         else:
@@ -222,7 +224,29 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult]) -> Generator[S
     return kept
 
 
-def _check_one(p: _Prepared, present: set, stored_types: dict) -> SgamError | None:
+def _check_forgotten(p: _Prepared, occurred: dict, forgotten: dict) -> SgamError | None:
+    """A forgotten subject comes back only through an episode that occurred after it was forgotten."""
+    d = p.delta
+    episode_time = occurred[(d.tenant_id, d.source_episode_id)]
+    for entity_id in _entities_of(p):
+        at = forgotten.get((d.tenant_id, entity_id))
+        if at is not None and episode_time < at:
+            return Conflict(
+                f"{entity_id!r} of tenant {d.tenant_id!r} was forgotten at {at.isoformat()}; episode "
+                f"{d.source_episode_id!r} occurred before that ({episode_time.isoformat()}), so it "
+                "cannot bring it back"
+            )
+    return None
+
+
+def _entities_of(p: _Prepared) -> list[str]:
+    ids = [p.delta.subject]
+    if p.target_type and p.delta.value is not None:
+        ids.append(str(p.delta.value).strip())
+    return ids
+
+
+def _check_one(p: _Prepared, present: dict, stored_types: dict) -> SgamError | None:
     d = p.delta
     if (d.tenant_id, d.source_episode_id) not in present:
         return InvalidDelta(

@@ -1,5 +1,5 @@
 // name: doctor
-// doc: Invariant violations in a tenant: overlapping versions of a single-valued attribute believed at the same time, empty or inverted valid intervals, facts whose source episode is gone.
+// doc: Invariant violations in a tenant: overlapping versions of a single-valued attribute believed at the same time, empty or inverted valid intervals, facts whose source episode is gone, edges that cross tenants.
 // param: tenant string  the tenant id
 // param: single_valued list  the attributes with cardinality one (the schema knows them)
 // example: :param {tenant: 'demo', single_valued: ['passport_deadline', 'home_city', 'covered_by']}
@@ -25,6 +25,12 @@ CALL () {
     AND NOT EXISTS { MATCH (:Episode {tenant_id: $tenant, id: f.source_episode_id}) }
   RETURN 'source episode missing' AS problem, s.id AS subject, f.attribute AS attribute,
          f.memory_id AS memory_id, f.source_episode_id AS other
+  UNION ALL
+  MATCH (a)-[r]-(b)
+  WHERE a.tenant_id = $tenant
+    AND (coalesce(b.tenant_id, '') <> $tenant OR coalesce(r.tenant_id, $tenant) <> $tenant)
+  RETURN DISTINCT 'cross-tenant edge' AS problem, a.id AS subject, type(r) AS attribute,
+         r.memory_id AS memory_id, coalesce(b.tenant_id, r.tenant_id) AS other
 }
 RETURN problem, subject, attribute, memory_id, other
 ORDER BY problem, subject, attribute

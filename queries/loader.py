@@ -8,12 +8,15 @@ A file starts with comment lines that describe it, then the Cypher::
     // param: known_at datetime?  transaction time; null = what we believe now
     // example: :param {tenant: 'demo', subject: 'mira', ...}
 
-A ``?`` after the type makes a parameter optional (it is sent as null). Analysts paste the
-``:param`` line and the Cypher into Neo4j Browser; Python loads the same files.
+A ``?`` after the type makes a parameter optional (it is sent as null). A number may carry
+inclusive bounds, ``int[1..4]`` or ``float[0..1]`` (either end may be left open: ``int[0..]``),
+which :meth:`NamedQuery.bind` checks. Analysts paste the ``:param`` line and the Cypher into Neo4j
+Browser; Python loads the same files.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,8 +28,9 @@ from typing import Any
 from sgam.graph.errors import InvalidDelta, NotFound
 from sgam.graph.models import require_aware
 
-TYPES = ("string", "datetime", "int", "list")
+TYPES = ("string", "datetime", "int", "float", "list", "vector")
 _HEADER = re.compile(r"^//\s*(name|doc|param|example):\s*(.*)$")
+_KIND = re.compile(r"^([a-z]+)(?:\[(-?[0-9.]+)?\.\.(-?[0-9.]+)?\])?(\??)$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,15 @@ class QueryParam:
     type: str
     optional: bool
     doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def kind(self) -> str:
+        """The type as the header spells it, bounds included (``int[1..4]``)."""
+        if self.minimum is None and self.maximum is None:
+            return self.type
+        return f"{self.type}[{_num(self.minimum)}..{_num(self.maximum)}]"
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,7 @@ class NamedQuery:
             if value is None or value == "null":
                 if not param.optional:
                     raise InvalidDelta(
-                        f"query {self.name!r} needs parameter {param.name!r} ({param.type}: {param.doc})"
+                        f"query {self.name!r} needs parameter {param.name!r} ({param.kind}: {param.doc})"
                     )
                 bound[param.name] = None
                 continue
@@ -75,7 +88,13 @@ class NamedQuery:
         return bound
 
     def signature(self) -> list[str]:
-        return [f"{p.name} ({p.type}{'?' if p.optional else ''})" for p in self.params]
+        return [f"{p.name} ({p.kind}{'?' if p.optional else ''})" for p in self.params]
+
+
+def _num(bound: float | None) -> str:
+    if bound is None:
+        return ""
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
 
 
 def parse_instant(text: str) -> datetime:
@@ -94,10 +113,23 @@ def _convert(query: str, param: QueryParam, value: Any) -> Any:
             if not isinstance(value, datetime):
                 raise TypeError(type(value).__name__)
             return require_aware(value, param.name)
-        if param.type == "int":
+        if param.type in ("int", "float"):
             if isinstance(value, bool):
                 raise TypeError("bool")
-            return int(value)
+            if param.type == "int" and isinstance(value, float) and not value.is_integer():
+                raise ValueError("not a whole number")
+            number = int(value) if param.type == "int" else float(value)
+            if (param.minimum is not None and number < param.minimum) or \
+                    (param.maximum is not None and number > param.maximum):
+                raise ValueError("out of range")
+            return number
+        if param.type == "vector":
+            # an embedding: finite floats (a string is comma-separated, as the CLI passes it)
+            items = value.split(",") if isinstance(value, str) else list(value)
+            vector = [float(x) for x in items if not isinstance(x, bool)]
+            if not vector or len(vector) != len(items) or not all(math.isfinite(x) for x in vector):
+                raise ValueError("not a non-empty list of finite numbers")
+            return vector
         if param.type == "list":
             if isinstance(value, str):
                 return [part.strip() for part in value.split(",") if part.strip()]
@@ -107,7 +139,7 @@ def _convert(query: str, param: QueryParam, value: Any) -> Any:
         return value
     except (TypeError, ValueError) as exc:
         raise InvalidDelta(
-            f"query {query!r}: parameter {param.name!r} must be {param.type} ({param.doc}); got {value!r}: {exc}"
+            f"query {query!r}: parameter {param.name!r} must be {param.kind} ({param.doc}); got {value!r}: {exc}"
         ) from None
 
 
@@ -120,10 +152,14 @@ def parse(text: str, path: str = "<text>") -> NamedQuery:
         match = _HEADER.match(line.strip()) if not body else None
         if match and match.group(1) == "param":
             name, kind, *doc = match.group(2).split(maxsplit=2)
-            base = kind.rstrip("?")
-            if base not in TYPES:
+            parts = _KIND.match(kind)
+            if parts is None or parts.group(1) not in TYPES:
                 raise ValueError(f"{path}: parameter {name!r} has unknown type {kind!r}; use {TYPES}")
-            params.append(QueryParam(name, base, kind.endswith("?"), " ".join(doc)))
+            base, low, high, optional = parts.groups()
+            if (low or high) and base not in ("int", "float"):
+                raise ValueError(f"{path}: parameter {name!r}: only int and float take bounds")
+            params.append(QueryParam(name, base, optional == "?", " ".join(doc),
+                                     None if not low else float(low), None if not high else float(high)))
         elif match:
             meta[match.group(1)] = match.group(2).strip()
         elif line.strip().startswith("//") and not body:

@@ -17,10 +17,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from sgam.graph.errors import InvalidDelta
+from sgam.graph.forget import ForgetReport
 from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
+from sgam.queries.context import Context, context_steps
+from sgam.queries.embeddings import Embedder, EmbedReport, arun_steps, backfill_steps, require_embedder, run_steps
 from sgam.queries.loader import get_query
 
 from .settings import Settings
@@ -61,7 +64,8 @@ def _provenance(records: list[dict[str, Any]]) -> Provenance | None:
         return None
     r = records[0]
     group = lambda key: tuple(fact_from_properties(p) for p in r[key] if p)  # noqa: E731
-    episode = {k: native(v) for k, v in r["episode"].items()} if r["episode"] else None
+    episode = ({k: native(v) for k, v in r["episode"].items() if k != "embedding"}  # 384 floats
+               if r["episode"] else None)
     return Provenance(fact_from_properties(r["fact"]), episode, group("superseded"),
                       group("superseded_by"), group("revises"), group("revised_by"))
 
@@ -207,6 +211,19 @@ class MemoryGraph(_Queries):
         """Erase everything stored for ``tenant``: entities, facts, values and episodes."""
         self.store.delete_tenant(self._tenant(tenant))
 
+    def forget_subject(self, tenant: str, subject: str) -> ForgetReport:
+        """Erase a subject completely (facts both ways, values, entity, its episodes) and tombstone it.
+
+        Episodes that also mention other subjects are redacted rather than deleted. Afterwards
+        :meth:`residue` is empty, and facts about the subject from episodes that occurred before
+        now are refused.
+        """
+        return self.store.forget(self._tenant(tenant), subject)
+
+    def residue(self, tenant: str, subject: str) -> list[dict[str, Any]]:
+        """What is left of ``subject`` in ``tenant`` over every label and relationship type."""
+        return self.query("residue", tenant=self._tenant(tenant), subject=subject)
+
     def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
         """Store a raw episode before anything is extracted from it (idempotent per id)."""
         episode = episode or _build(Episode, fields)
@@ -269,10 +286,33 @@ class MemoryGraph(_Queries):
         """Invariant violations in ``tenant`` (an empty list when the store is sound)."""
         return self.query("doctor", **self._doctor(tenant))
 
+    def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
+                as_of: datetime | None = None, budget_tokens: int = 800, **options: Any) -> Context:
+        """The smallest context that answers ``question``: the exact facts (valid now or at
+        ``as_of``) first, then labelled evidence from expansion, all cited; see
+        :func:`sgam.queries.context.context_steps` for ``attributes``, ``expand``, ``embedder``, ``k``."""
+        return run_steps(self.store, context_steps(
+            tenant, question, subjects=subjects, as_of=as_of, budget_tokens=budget_tokens,
+            now=self.clock(), schema=self.schema, **options))
+
+    def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
+              on_progress: Any = None) -> EmbedReport:
+        """Backfill the embeddings of ``tenant``'s episodes, entities and fact statements
+        (needs ``sgam[embeddings]``); ``on_progress(kind, done, total)`` after each batch."""
+        return run_steps(self.store, backfill_steps(self._tenant(tenant), require_embedder(embedder),
+                                                    batch_size, on_progress))
+
     def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                  valid_at: datetime | None = None, known_at: datetime | None = None) -> list[TraversalPath]:
         """Paths along ``relations`` (e.g. ``["holds", "covered_by"]``), every hop valid at ``valid_at``."""
         return _paths(self.query("traverse", **self._traverse(tenant, subject, relations, valid_at, known_at)))
+
+    def to_networkx(self, tenant: str, as_of: datetime | None = None, known_at: datetime | None = None,
+                    subjects: Sequence[str] | None = None, hops: int = 1) -> Any:
+        """The subgraph valid at ``as_of`` as a ``networkx.MultiDiGraph`` (see :mod:`sgam.export`)."""
+        from .export import to_networkx
+
+        return to_networkx(self, tenant, as_of=as_of, known_at=known_at, subjects=subjects, hops=hops)
 
 
 class AsyncMemoryGraph(_Queries):
@@ -348,6 +388,17 @@ class AsyncMemoryGraph(_Queries):
 
     async def doctor(self, tenant: str) -> list[dict[str, Any]]:
         return await self.query("doctor", **self._doctor(tenant))
+
+    async def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
+                      as_of: datetime | None = None, budget_tokens: int = 800, **options: Any) -> Context:
+        return await arun_steps(self.store, context_steps(
+            tenant, question, subjects=subjects, as_of=as_of, budget_tokens=budget_tokens,
+            now=self.clock(), schema=self.schema, **options))
+
+    async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
+                    on_progress: Any = None) -> EmbedReport:
+        return await arun_steps(self.store, backfill_steps(
+            self._tenant(tenant), require_embedder(embedder), batch_size, on_progress))
 
     async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                        valid_at: datetime | None = None,

@@ -3,6 +3,7 @@
     sgam neo4j up|down|status      run the local Neo4j (no Docker needed)
     sgam replay FILE.jsonl         replay episodes with their structured deltas
     sgam query NAME ...            run a named query (current, as-of, history, provenance, traverse)
+    sgam export -t T --format F    a point-in-time subgraph as GraphML or node-link JSON
     sgam demo                      the seed example, side by side with a naive text memory
     sgam bench                     the write/read baseline benchmark
 """
@@ -21,9 +22,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sgam.graph.errors import SgamError
+from sgam.graph.errors import InvalidDelta, SgamError
+from sgam.graph.models import require_aware
 from sgam.graph.writes import native
-from sgam.queries.loader import get_query, load_queries
+from sgam.queries.loader import get_query, load_queries, parse_instant
 
 from .api import MemoryGraph
 from .settings import Settings
@@ -205,6 +207,8 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if hasattr(value, "nodes") and hasattr(value, "relationships"):
         return [n.get("id") for n in value.nodes]
+    if hasattr(value, "element_id") and hasattr(value, "items"):  # a node or relationship
+        return {k: _jsonable(v) for k, v in value.items()}
     return value
 
 
@@ -249,8 +253,14 @@ def query(
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON"),
     list_queries: bool = typer.Option(False, "--list", help="List the named queries"),
     show: bool = typer.Option(False, "--print", help="Print the Cypher and its :param line, do not run"),
+    readme: bool = typer.Option(False, "--readme", help="Print queries/README.md, generated from the headers"),
 ) -> None:
     """Run a named query in READ mode and print a table (or JSON)."""
+    if readme:
+        from sgam.queries.docs import render_readme
+
+        typer.echo(render_readme(), nl=False)
+        return
     if list_queries or name is None:
         for known in load_queries().values():
             console.print(f"[bold]{known.name}[/]  {known.doc}")
@@ -279,17 +289,79 @@ def query(
         _print_table(name, records)
 
 
+def _instant(text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return require_aware(parse_instant(text), option)
+    except ValueError as exc:
+        raise InvalidDelta(f"{option} {text!r} is not an ISO 8601 instant with a timezone "
+                           f"(or a date alone, midnight UTC): {exc}") from None
+
+
 @app.command()
 @friendly
-def doctor(tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to check")) -> None:
-    """Check the stored invariants of a tenant (no overlapping versions, no orphan facts)."""
+def export(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to export"),
+    as_of: str = typer.Option(None, "--as-of", help="Valid time (ISO instant; a date alone is midnight UTC); default now"),
+    known_at: str = typer.Option(None, "--known-at", help="What we believed then (ISO instant); default now"),
+    subject: list[str] = typer.Option([], "--subject", "-s", help="Start entity (repeatable); none = the whole tenant"),
+    hops: int = typer.Option(1, "--hops", help="With --subject: relation hops around the subjects (0-4)"),
+    fmt: str = typer.Option(..., "--format", "-f", help="graphml or json (node-link)"),
+    out: Path = typer.Option(None, "--output", "-o", help="File to write; default stdout"),
+) -> None:
+    """Export a point-in-time subgraph (facts valid at --as-of) as GraphML or node-link JSON."""
+    from .export import FORMATS, dumps, write
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        nx_graph = graph.to_networkx(tenant, as_of=_instant(as_of, "--as-of"),
+                                     known_at=_instant(known_at, "--known-at"),
+                                     subjects=subject or None, hops=hops)
+    if out is None:
+        typer.echo(dumps(nx_graph, fmt), nl=False)  # type: ignore[arg-type]
+        return
+    write(nx_graph, out, fmt)  # type: ignore[arg-type]
+    err.print(f"wrote {out}: {nx_graph.number_of_nodes()} nodes, {nx_graph.number_of_edges()} facts "
+              f"({fmt})", highlight=False)
+
+
+@app.command()
+@friendly
+def doctor(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to check"),
+    forgotten: str = typer.Option(None, "--forgotten", help="Also prove this forgotten subject left no residue"),
+) -> None:
+    """Check a tenant's invariants (no overlapping versions, orphan facts or cross-tenant edges)."""
     with MemoryGraph.connect(bootstrap=False) as graph:
         problems = graph.doctor(tenant)
-    if not problems:
-        console.print(f"tenant {tenant!r}: no invariant violations")
-        return
-    _print_table("doctor", problems)
-    raise typer.Exit(1)
+        residue = graph.residue(tenant, forgotten) if forgotten else []
+    if residue:
+        _print_table(f"residue of {forgotten}", residue)
+    if problems:
+        _print_table("doctor", problems)
+    if problems or residue:
+        raise typer.Exit(1)
+    console.print(f"tenant {tenant!r}: no invariant violations"
+                  + (f"; nothing left of {forgotten!r}" if forgotten else ""))
+
+
+@app.command()
+@friendly
+def forget(
+    tenant: str = typer.Option(..., "--tenant", "-t"),
+    subject: str = typer.Option(..., "--subject", "-s", help="The entity id to erase"),
+    yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
+) -> None:
+    """Erase a subject completely (facts, values, entity, episodes) and leave a tombstone."""
+    if not yes and not typer.confirm(f"Erase {subject!r} from tenant {tenant!r} for good?"):
+        raise typer.Exit(1)
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        report = graph.forget_subject(tenant, subject)
+        residue = graph.residue(tenant, subject)
+    console.print(f"forgot {subject!r}: {len(report.episodes_deleted)} episodes deleted, "
+                  f"{len(report.episodes_redacted)} redacted; residue: {len(residue)} kinds left")
 
 
 @app.command()

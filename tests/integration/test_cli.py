@@ -83,7 +83,7 @@ def test_query_commands(env, tenant: str, tmp_path: Path) -> None:
 
 def test_query_errors_are_clear(env) -> None:
     unknown = runner.invoke(app, ["query", "nope"])
-    assert unknown.exit_code == 1 and "known queries: as-of, current" in unknown.output
+    assert unknown.exit_code == 1 and "known queries: as-of," in unknown.output and "current" in unknown.output
     missing = runner.invoke(app, ["query", "as-of", "-t", "x", "-s", "mira"])
     assert missing.exit_code == 1 and "valid_at" in missing.output
     bad_date = runner.invoke(app, ["query", "as-of", "-t", "x", "-s", "mira", "--valid-at", "soon"])
@@ -101,7 +101,7 @@ def test_query_list_and_print() -> None:
 def test_every_command_has_help() -> None:
     for args in (["--help"], ["neo4j", "--help"], ["neo4j", "up", "--help"], ["neo4j", "down", "--help"],
                  ["neo4j", "status", "--help"], ["replay", "--help"], ["query", "--help"],
-                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["browser", "--help"],
+                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["browser", "--help"],
                  ["browser", "help", "--help"], ["browser", "export", "--help"], ["browser", "guide", "--help"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
@@ -141,3 +141,13 @@ def test_browser_export_and_help(tmp_path: Path) -> None:
     assert {p.name for p in tmp_path.iterdir()} >= {"sgam.grass", "sgam-favorites.zip", "sgam-guide.html"}
     shown = runner.invoke(app, ["browser", "help", "--http-port", "7475"])
     assert shown.exit_code == 0 and ":style" in shown.output and "7475/browser/" in shown.output
+
+
+def test_forget_and_doctor_commands(env, tenant: str, tmp_path: Path) -> None:
+    assert runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=False))]).exit_code == 0
+    refused = runner.invoke(app, ["forget", "-t", tenant, "-s", "mira"], input="n\n")
+    assert refused.exit_code == 1
+    done = runner.invoke(app, ["forget", "-t", tenant, "-s", "mira", "--yes"])
+    assert done.exit_code == 0 and "2 episodes deleted" in done.output and "0 kinds left" in done.output
+    checked = runner.invoke(app, ["doctor", "-t", tenant, "--forgotten", "mira"])
+    assert checked.exit_code == 0 and "nothing left of 'mira'" in checked.output

@@ -184,3 +184,39 @@ def test_async_graph_writes_and_reads(neo4j_connection, tenant: str) -> None:
             return [now, then, len(history)]
 
     assert asyncio.run(scenario()) == [["Faro"], ["Porto"], 3]
+
+
+def test_doctor_finds_cross_tenant_edges(graph: MemoryGraph, tenant: str) -> None:
+    other = tenant + "-x"
+    for t in (tenant, other):
+        graph.record_episode(tenant_id=t, id="e1", content="x", occurred_at=day(0))
+        graph.write(tenant_id=t, subject="mira", attribute="home_city", value="Porto",
+                    valid_from=day(0), source_episode_id="e1")
+    assert graph.doctor(tenant) == []
+    with graph.store.driver.session() as session:
+        session.run(
+            "MATCH (a:Entity {tenant_id: $t, id: 'mira'}), (b:Entity {tenant_id: $o, id: 'mira'}) "
+            "CREATE (a)-[:KNOWS]->(b)", t=tenant, o=other,
+        ).consume()
+    problems = [(p["problem"], p["attribute"], p["other"]) for p in graph.doctor(tenant)]
+    assert problems == [("cross-tenant edge", "KNOWS", other)]
+
+
+def test_schema_versions_are_stored_and_guarded(graph: MemoryGraph, neo4j_connection) -> None:
+    from sgam.graph.schema import Schema
+    from sgam.graph.store import Store
+
+    stored = graph.store.read(
+        "MATCH (s:SchemaVersion {name: $n, version: $v}) RETURN s.definition AS d",
+        {"n": graph.schema.name, "v": graph.schema.version},
+    )
+    assert [r["d"] for r in stored] == [graph.schema.definition()]
+    changed = Schema.from_data({**graph.schema.model_dump(mode="json"),
+                                "entity_types": [*graph.schema.entity_types, "Pet"]})
+    uri, auth = neo4j_connection
+    store = Store.connect(uri, auth, changed)
+    try:
+        with pytest.raises(SgamError, match="new version"):
+            store.bootstrap()
+    finally:
+        store.close()

@@ -1,0 +1,32 @@
+// name: customer-policies
+// doc: Customer -> account -> policy at valid_at: the accounts each customer held and the policy covering each, both hops valid at that instant, with the policy's plan then.
+// param: tenant string  the tenant id
+// param: customer string?  one customer id, or null for every customer
+// param: valid_at datetime  the instant both hops must be valid at
+// param: known_at datetime?  what we believed at this instant; null = now
+// example: :param {tenant: 'demo', customer: 'cust-ada', valid_at: datetime('2026-02-01T00:00:00Z'), known_at: null}
+MATCH (c:Customer {tenant_id: $tenant})-[h:HOLDS]->(a:Account)-[k:COVERED_BY]->(p:Policy)
+WHERE ($customer IS NULL OR c.id = $customer)
+  AND all(f IN [h, k] WHERE
+        f.status = 'confirmed'
+    AND f.valid_from <= $valid_at
+    AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
+    AND CASE WHEN $known_at IS NULL THEN f.expired_at IS NULL
+             ELSE f.recorded_at <= $known_at AND (f.expired_at IS NULL OR $known_at < f.expired_at)
+        END)
+CALL (p) {
+  OPTIONAL MATCH (p)-[pl:PLAN]->(:Value)
+  WHERE pl.status = 'confirmed'
+    AND pl.valid_from <= $valid_at AND (pl.valid_to IS NULL OR $valid_at < pl.valid_to)
+    AND CASE WHEN $known_at IS NULL THEN pl.expired_at IS NULL
+             ELSE pl.recorded_at <= $known_at AND (pl.expired_at IS NULL OR $known_at < pl.expired_at)
+        END
+  RETURN pl.value AS plan
+  LIMIT 1
+}
+RETURN c.id AS customer, c.name AS customer_name, a.id AS account, p.id AS policy, plan,
+       h.valid_from AS holds_from, h.valid_to AS holds_to, k.valid_from AS covered_from,
+       k.valid_to AS covered_to, [h.source_episode_id, k.source_episode_id] AS episodes,
+       [h.memory_id, k.memory_id] AS memory_ids,
+       [properties(h), properties(k)] AS facts
+ORDER BY customer, account, policy

@@ -1,0 +1,17 @@
+// name: knn-entities
+// doc: Entities whose name is nearest in meaning to a vector (vector index sgam_entity_embedding), kept only when they belong to the tenant, take part in a fact valid at valid_at and believed now, and score at least min_score; fetched and floor tell the caller whether to fetch more.
+// param: tenant string  the tenant id
+// param: vector vector  the question's embedding (384 floats)
+// param: fetch int[1..10000]  how many nearest neighbours to read from the index before filtering
+// param: k int[1..1000]  at most this many hits are returned
+// param: min_score float[0..1]  the lowest similarity kept (Neo4j's cosine score, (1 + cos) / 2)
+// param: valid_at datetime  the instant the entity's facts must be valid at
+// example: :param {tenant: 'demo', vector: COLLECT { MATCH (e:Entity {tenant_id: 'demo', id: 'cust-ada'}) RETURN e.embedding }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime()}
+CALL db.index.vector.queryNodes('sgam_entity_embedding', $fetch, $vector) YIELD node AS e, score
+WITH count(*) AS fetched, min(score) AS floor,
+     collect(CASE WHEN e.tenant_id = $tenant AND score >= $min_score
+                   AND EXISTS { MATCH (e)-[f]-() WHERE f.memory_id IS NOT NULL AND f.expired_at IS NULL
+                                  AND f.status = 'confirmed' AND f.valid_from <= $valid_at
+                                  AND (f.valid_to IS NULL OR $valid_at < f.valid_to) }
+                  THEN e {.id, .name, .type, score: score} END) AS kept
+RETURN fetched, floor, kept[0..$k] AS hits

@@ -1,0 +1,25 @@
+// name: knn-statements
+// doc: Attribute facts whose statement (subject, attribute, value; embedded on the Value node, vector index sgam_value_embedding) is nearest in meaning to a vector, kept only for the tenant, with min_score, and only the fact versions valid at valid_at and believed now; fetched and floor tell the caller whether to fetch more.
+// param: tenant string  the tenant id
+// param: vector vector  the question's embedding (384 floats)
+// param: fetch int[1..10000]  how many nearest neighbours to read from the index before filtering
+// param: k int[1..1000]  at most this many hits are returned
+// param: min_score float[0..1]  the lowest similarity kept (Neo4j's cosine score, (1 + cos) / 2)
+// param: valid_at datetime  the instant the fact versions must be valid at
+// example: :param {tenant: 'demo', vector: COLLECT { MATCH (v:Value {tenant_id: 'demo'}) WHERE v.embedding IS NOT NULL RETURN v.embedding LIMIT 1 }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime()}
+CALL db.index.vector.queryNodes('sgam_value_embedding', $fetch, $vector) YIELD node AS v, score
+WITH count(*) AS fetched, min(score) AS floor,
+     collect(CASE WHEN v.tenant_id = $tenant AND score >= $min_score THEN {v: v, score: score} END) AS kept
+CALL (kept) {
+  UNWIND kept AS hit
+  WITH hit.v AS v, hit.score AS score
+  MATCH (s:Entity {tenant_id: $tenant})-[f]->(v)
+  WHERE f.memory_id IS NOT NULL AND f.expired_at IS NULL AND f.status = 'confirmed'
+    AND f.valid_from <= $valid_at AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
+  RETURN collect({score: score, fact: f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to),
+                  recorded_at: toString(f.recorded_at), expired_at: toString(f.expired_at),
+                  last_confirmed_at: toString(f.last_confirmed_at),
+                  value: CASE WHEN f.value_type IN ['date', 'datetime'] THEN toString(f.value) ELSE f.value END}})
+         AS facts
+}
+RETURN fetched, floor, facts[0..$k] AS hits

@@ -1,0 +1,17 @@
+// name: low-confidence
+// doc: Facts believed now (any validity, any status) whose confidence is below a threshold, least confident first.
+// param: tenant string  the tenant id
+// param: threshold float[0..1]  report facts with confidence strictly below this
+// param: subject string?  one entity, or null for every subject
+// example: :param {tenant: 'demo', threshold: 0.5, subject: null}
+MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+WHERE f.memory_id IS NOT NULL
+  AND f.expired_at IS NULL
+  AND ($subject IS NULL OR s.id = $subject)
+  AND f.confidence < $threshold
+RETURN s.id AS subject, f.attribute AS attribute, f.value AS value, f.confidence AS confidence,
+       f.status AS status, f.valid_from AS valid_from, f.valid_to AS valid_to,
+       f.source_episode_id AS episode, f.asserted_by AS asserted_by, f.memory_id AS memory_id,
+       f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
+         expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at)} AS fact
+ORDER BY confidence, subject, attribute, valid_from

@@ -1,0 +1,167 @@
+"""Point-in-time subgraphs for notebooks: :func:`to_networkx`, and GraphML / JSON files of them.
+
+The Cypher is the named query ``subgraph`` (``queries/subgraph.cypher``), run in READ mode like
+every analyst query. The result is a :class:`networkx.MultiDiGraph`:
+
+* entity nodes keyed by entity id (``kind='entity'``, ``id``, ``type``, ``name``, ``tenant_id``);
+* value nodes keyed by their value key, ``subject|attribute|value`` (``kind='value'``, ``value``,
+  ``value_type``, ``attribute``, ``name``), one per subject, as stored;
+* one edge per fact, subject -> value node or subject -> target entity, keyed by ``memory_id``,
+  with every fact property plus ``rel_type`` (``HOLDS``, ``PASSPORT_DEADLINE``, ...). Instants are
+  timezone-aware :class:`datetime.datetime` in UTC, date values :class:`datetime.date`.
+
+A fact is included when it is valid at ``as_of`` and believed at ``known_at`` (now when None),
+whatever its ``status`` (the edge carries it). With ``subjects``, the graph holds those entities,
+the entities within ``hops`` relation hops of them (either direction, every hop valid at
+``as_of``), their attribute facts and the relation facts among them; without, every fact of the
+tenant valid at ``as_of``.
+
+GraphML stores only strings, numbers and booleans, one type per attribute: :func:`write` writes
+instants and dates as ISO 8601 strings, lists and non-string values (``value``) as JSON strings,
+and leaves absent (null) properties out.
+:func:`node_link` is the JSON form (``networkx.node_link_graph(data, edges="edges")`` reads it
+back, with ISO strings for instants).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import networkx as nx
+
+from sgam.graph.writes import native
+
+if TYPE_CHECKING:
+    from .api import MemoryGraph
+
+Format = Literal["graphml", "json"]
+FORMATS: tuple[str, ...] = ("graphml", "json")
+
+
+def _props(item: Any) -> dict[str, Any]:
+    return {key: _native(value) for key, value in dict(item).items()}
+
+
+def _native(value: Any) -> Any:
+    value = native(value)
+    if isinstance(value, list):
+        return [_native(v) for v in value]
+    return value
+
+
+def _node(graph: nx.MultiDiGraph, node: Any) -> str:
+    props = _props(node)
+    labels = set(getattr(node, "labels", ()))
+    if "Value" in labels:
+        key = props["key"]
+        graph.add_node(key, kind="value", **{k: v for k, v in props.items() if k != "kind"})
+    else:
+        key = props["id"]
+        graph.add_node(key, kind="entity", labels=sorted(labels),
+                       **{k: v for k, v in props.items() if k != "kind"})
+    return key
+
+
+def to_networkx(graph: MemoryGraph, tenant: str, as_of: datetime | None = None,
+                known_at: datetime | None = None, subjects: Iterable[str] | str | None = None,
+                hops: int = 1) -> nx.MultiDiGraph:
+    """The subgraph of ``tenant`` valid at ``as_of`` (default now), as believed at ``known_at``.
+
+    ``subjects`` (entity ids) restricts it to those entities and their ``hops``-hop relation
+    neighbourhood (0 to 4); None exports the whole tenant. A tenant with no data gives an empty
+    graph. Graph attributes record the question: ``tenant``, ``as_of``, ``known_at``,
+    ``subjects``, ``hops``.
+    """
+    tenant = graph._tenant(tenant)
+    valid_at = as_of if as_of is not None else graph.clock()
+    if isinstance(subjects, str):
+        subjects = [subjects]
+    seeds = None if subjects is None else list(subjects)
+    records = graph.query("subgraph", tenant=tenant, valid_at=valid_at, known_at=known_at,
+                          subjects=seeds, hops=hops)
+    result = nx.MultiDiGraph(tenant=tenant, as_of=native(valid_at),
+                             known_at=None if known_at is None else native(known_at),
+                             subjects=seeds, hops=hops)
+    for record in records:
+        source = _node(result, record["subject"])
+        fact = record["fact"]
+        if fact is None:
+            continue
+        target = _node(result, record["object"])
+        props = _props(fact)
+        result.add_edge(source, target, key=props["memory_id"], rel_type=fact.type, **props)
+    return result
+
+
+def _plain(value: Any) -> Any:
+    """A GraphML-storable value: ISO strings for instants and dates, JSON for collections."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(_jsonable(value))
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _flat(attrs: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: _plain(v) for k, v in attrs.items() if v is not None}
+    if "value" in flat and not isinstance(flat["value"], str):
+        # GraphML types each attribute once; values are of many types (value_type says which).
+        flat["value"] = json.dumps(flat["value"])
+    return flat
+
+
+def graphml_ready(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
+    """A copy whose graph, node and edge attributes GraphML can store (see the module doc)."""
+    flat = nx.MultiDiGraph(**_flat(graph.graph))
+    flat.add_nodes_from((n, _flat(a)) for n, a in graph.nodes(data=True))
+    flat.add_edges_from((u, v, k, _flat(a)) for u, v, k, a in graph.edges(keys=True, data=True))
+    return flat
+
+
+def node_link(graph: nx.MultiDiGraph) -> dict[str, Any]:
+    """The graph as node-link JSON data (``edges`` key), instants as ISO strings."""
+    return {
+        "directed": True,
+        "multigraph": True,
+        "graph": _jsonable(graph.graph),
+        "nodes": [{"id": n, **_jsonable(a)} for n, a in graph.nodes(data=True)],
+        "edges": [{"source": u, "target": v, "key": k, **_jsonable(a)}
+                  for u, v, k, a in graph.edges(keys=True, data=True)],
+    }
+
+
+def write(graph: nx.MultiDiGraph, path: Path | str, fmt: Format) -> None:
+    """Write ``graph`` to ``path`` as GraphML or node-link JSON."""
+    if fmt == "graphml":
+        nx.write_graphml(graphml_ready(graph), str(path))
+    elif fmt == "json":
+        Path(path).write_text(json.dumps(node_link(graph), indent=2, ensure_ascii=False) + "\n",
+                              encoding="utf-8")
+    else:
+        raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
+
+
+def dumps(graph: nx.MultiDiGraph, fmt: Format) -> str:
+    """The file text :func:`write` would write."""
+    if fmt == "graphml":
+        return "\n".join(nx.generate_graphml(graphml_ready(graph))) + "\n"
+    if fmt == "json":
+        return json.dumps(node_link(graph), indent=2, ensure_ascii=False) + "\n"
+    raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
+
+
+__all__ = ["FORMATS", "dumps", "graphml_ready", "node_link", "to_networkx", "write"]

@@ -1,0 +1,489 @@
+"""The analyst queries (queries/*.cypher) and the point-in-time export, against a real Neo4j.
+
+Every fixture is written into a fresh tenant, so each answer below is known exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta, timezone
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+from typer.testing import CliRunner
+
+from sgam import MemoryDelta, MemoryGraph
+from sgam.cli import app
+from sgam.export import node_link, to_networkx
+from sgam.graph.errors import InvalidDelta, SgamError
+from sgam.graph.schema import default_schema
+from sgam.graph.writes import native
+from sgam.ingest.replay import replay
+from sgam.queries import loader
+from sgam.queries.docs import render_readme
+
+runner = CliRunner()
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+def episode(graph: MemoryGraph, tenant: str, eid: str, when: datetime, actor: str = "user:mira") -> None:
+    graph.record_episode(tenant_id=tenant, id=eid, content=f"episode {eid}", occurred_at=when, actor=actor)
+
+
+def write(graph: MemoryGraph, tenant: str, eid: str, subject: str, attribute: str, value: Any,
+          when: datetime, op: str = "assert", confidence: float = 1.0) -> None:
+    graph.write(tenant_id=tenant, subject=subject, attribute=attribute, value=value, valid_from=when,
+                source_episode_id=eid, asserted_by="user:mira", op=op, confidence=confidence)
+
+
+def rows(graph: MemoryGraph, name: str, tenant: str, **params: Any) -> list[dict[str, Any]]:
+    return [{k: native(v) for k, v in r.items()} for r in graph.query(name, tenant=tenant, **params)]
+
+
+def demo(graph: MemoryGraph, tenant: str) -> None:
+    """The demo episodes (sgam/resources/demo*.jsonl) replayed into ``tenant``."""
+    for resource in ("demo.jsonl", "demo-correction.jsonl"):
+        text = (files("sgam") / "resources" / resource).read_text(encoding="utf-8")
+        summary = replay(graph, text.replace('"tenant_id": "demo"', f'"tenant_id": "{tenant}"').splitlines())
+        assert not summary.errors
+
+
+@pytest.fixture
+def env(neo4j_connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri, (user, password) = neo4j_connection
+    monkeypatch.setenv("NEO4J_URI", uri)
+    monkeypatch.setenv("NEO4J_USER", user)
+    monkeypatch.setenv("NEO4J_PASSWORD", password)
+
+
+@pytest.fixture
+def deadline(graph: MemoryGraph, tenant: str) -> dict[str, datetime]:
+    """Mira's passport deadline: 2026-07-15 from 05-20, then 2026-06-30 from 06-10 14:30.
+
+    Returns the transaction-time instants around the two writes."""
+    episode(graph, tenant, "e1", utc(2026, 5, 20))
+    episode(graph, tenant, "e2", utc(2026, 6, 10, 14, 30))
+    before = graph.clock()
+    write(graph, tenant, "e1", "mira", "passport_deadline", "2026-07-15", utc(2026, 5, 20))
+    between = graph.clock()
+    write(graph, tenant, "e2", "mira", "passport_deadline", "2026-06-30", utc(2026, 6, 10, 14, 30))
+    after = graph.clock()
+    return {"before": before, "between": between, "after": after}
+
+
+# -- as-of at the interval boundaries -----------------------------------------------------------
+
+
+def test_as_of_at_interval_boundaries(graph: MemoryGraph, tenant: str, deadline) -> None:
+    change = utc(2026, 6, 10, 14, 30)
+    at = lambda t, k=None: [r["value"] for r in rows(graph, "as-of", tenant, subject="mira",  # noqa: E731
+                                                       attribute="passport_deadline", valid_at=t, known_at=k)]
+    # Exactly at the change: the new version's valid_from (included), the old one's valid_to (excluded).
+    assert at(change) == [date(2026, 6, 30)]
+    assert at(change - timedelta(microseconds=1)) == [date(2026, 7, 15)]
+    assert at(utc(2026, 5, 20)) == [date(2026, 7, 15)]            # the first instant of the first version
+    assert at(utc(2026, 5, 20) - timedelta(microseconds=1)) == []
+    [old] = [r for r in rows(graph, "history", tenant, subject="mira", attribute="passport_deadline")
+             if r["valid_to"] is not None]
+    assert old["valid_to"] == change and old["value"] == date(2026, 7, 15)
+    # Transaction time: believed from recorded_at (inclusive) until expired_at (exclusive).
+    [new] = rows(graph, "current", tenant, subject="mira", attribute="passport_deadline")
+    recorded = datetime.fromisoformat(new["fact"]["recorded_at"])
+    assert at(utc(2026, 6, 20), recorded) == [date(2026, 6, 30)]
+    assert at(utc(2026, 6, 20), recorded - timedelta(microseconds=1)) == [date(2026, 7, 15)]
+    assert at(utc(2026, 6, 20), deadline["before"]) == []
+
+
+# -- history-chain ----------------------------------------------------------------------------
+
+
+def test_history_chain_walks_supersession_and_revision(graph: MemoryGraph, tenant: str, deadline) -> None:
+    chain = rows(graph, "history-chain", tenant, subject="mira", attribute="passport_deadline")
+    assert len(chain) == 3
+    original, closed, current = sorted(chain, key=lambda r: (r["valid_from"], r["believed"], r["value"] == date(2026, 6, 30)))
+    assert (original["believed"], original["valid_to"], original["value"]) == (False, None, date(2026, 7, 15))
+    assert (closed["believed"], closed["valid_to"]) == (True, utc(2026, 6, 10, 14, 30))
+    assert closed["revises"] == original["memory_id"] and original["revised_by"] == [closed["memory_id"]]
+    assert current["supersedes"] == closed["memory_id"] and closed["superseded_by"] == [current["memory_id"]]
+    assert current["chain"] == [current["memory_id"], closed["memory_id"], original["memory_id"]]
+    assert current["chain_values"] == [date(2026, 6, 30), date(2026, 7, 15), date(2026, 7, 15)]
+    assert original["chain"] == [original["memory_id"]]
+    assert (current["episode"], current["fact"]["asserted_by"]) == ("e2", "user:mira")
+
+
+def test_history_chain_of_a_correction(graph: MemoryGraph, tenant: str) -> None:
+    episode(graph, tenant, "e3", utc(2026, 3, 2))
+    episode(graph, tenant, "e4", utc(2026, 6, 20))
+    write(graph, tenant, "e3", "mira", "home_city", "Lisbon", utc(2026, 3, 2))
+    write(graph, tenant, "e4", "mira", "home_city", "Porto", utc(2026, 3, 2), op="correct")
+    chain = {r["value"]: r for r in rows(graph, "history-chain", tenant, subject="mira", attribute="home_city")}
+    assert chain["Porto"]["chain_values"] == ["Porto", "Lisbon"] and chain["Porto"]["op"] == "correct"
+    assert chain["Lisbon"]["believed"] is False and chain["Porto"]["believed"] is True
+    assert rows(graph, "history-chain", tenant, subject="mira", attribute="passport_deadline") == []
+
+
+# -- changes ----------------------------------------------------------------------------------
+
+
+def test_changes_between_two_instants(graph: MemoryGraph, tenant: str, deadline) -> None:
+    episode(graph, tenant, "e5", utc(2026, 6, 11))
+    write(graph, tenant, "e5", "mira", "response_style", "concise", utc(2026, 6, 11))
+    end = graph.clock()
+    first = rows(graph, "changes", tenant, since=deadline["before"], until=deadline["between"])
+    assert [(r["change"], r["value"], r["valid_to"]) for r in first] == [("recorded", date(2026, 7, 15), None)]
+    second = rows(graph, "changes", tenant, since=deadline["between"], until=deadline["after"])
+    assert sorted((r["change"], r["value"], r["valid_to"] is None) for r in second) == [
+        ("recorded", date(2026, 6, 30), True),   # the new version
+        ("recorded", date(2026, 7, 15), False),  # the closed copy of the old one
+        ("retired", date(2026, 7, 15), True),    # the open row it replaced
+    ]
+    assert len({r["at"] for r in second}) == 1  # one transaction
+    everything = rows(graph, "changes", tenant, since=deadline["before"], until=end)
+    assert len(everything) == 5
+    only_style = rows(graph, "changes", tenant, since=deadline["before"], until=end, attribute="response_style")
+    assert [r["value"] for r in only_style] == ["concise"]
+    assert rows(graph, "changes", tenant, since=deadline["before"], until=end, subject="nobody") == []
+    # The window is half-open: [since, until).
+    at = first[0]["at"]
+    assert len(rows(graph, "changes", tenant, since=at, until=at + timedelta(microseconds=1))) == 1
+    assert rows(graph, "changes", tenant, since=deadline["before"], until=at) == []
+
+
+# -- customer -> account -> policy, neighbourhood -----------------------------------------------
+
+
+@pytest.fixture
+def crm(graph: MemoryGraph, tenant: str) -> datetime:
+    """Ada holds acc-1 (covered by pol-basic, then pol-plus from 04-01 12:00); Bob holds acc-1 too
+    from 03-01; Cy holds acc-2 until 05-01. Returns an instant between the two CRM writes."""
+    for eid, when in (("crm-1", utc(2026, 1, 5)), ("crm-2", utc(2026, 4, 1, 12)), ("crm-3", utc(2026, 3, 1)),
+                      ("crm-4", utc(2026, 5, 1))):
+        episode(graph, tenant, eid, when, actor="tool:crm")
+    delta = lambda s, a, v, t, e, op="assert": MemoryDelta(  # noqa: E731
+        tenant_id=tenant, subject=s, attribute=a, value=v, valid_from=t, source_episode_id=e, op=op)
+    graph.write_many([
+        delta("ada", "holds", "acc-1", utc(2026, 1, 5), "crm-1"),
+        delta("acc-1", "covered_by", "pol-basic", utc(2026, 1, 5), "crm-1"),
+        delta("pol-basic", "plan", "Basic", utc(2026, 1, 5), "crm-1"),
+        delta("cy", "holds", "acc-2", utc(2026, 1, 5), "crm-1"),
+        delta("acc-2", "covered_by", "pol-basic", utc(2026, 1, 5), "crm-1"),
+    ], atomic=True)
+    between = graph.clock()
+    graph.write_many([
+        delta("acc-1", "covered_by", "pol-plus", utc(2026, 4, 1, 12), "crm-2"),
+        delta("pol-plus", "plan", "Plus", utc(2026, 4, 1, 12), "crm-2"),
+        delta("bob", "holds", "acc-1", utc(2026, 3, 1), "crm-3"),
+        delta("cy", "holds", "acc-2", utc(2026, 5, 1), "crm-4", op="retract"),
+    ], atomic=True)
+    return between
+
+
+def test_customer_policies_every_hop_valid_at_the_instant(graph: MemoryGraph, tenant: str, crm) -> None:
+    upgrade = utc(2026, 4, 1, 12)
+    at = lambda t, customer=None, known=None: [  # noqa: E731
+        (r["customer"], r["account"], r["policy"], r["plan"])
+        for r in rows(graph, "customer-policies", tenant, customer=customer, valid_at=t, known_at=known)]
+    assert at(utc(2026, 2, 1)) == [("ada", "acc-1", "pol-basic", "Basic"), ("cy", "acc-2", "pol-basic", "Basic")]
+    assert at(upgrade, "ada") == [("ada", "acc-1", "pol-plus", "Plus")]             # exactly at valid_from
+    assert at(upgrade - timedelta(microseconds=1), "ada") == [("ada", "acc-1", "pol-basic", "Basic")]
+    assert at(utc(2026, 6, 1)) == [("ada", "acc-1", "pol-plus", "Plus"), ("bob", "acc-1", "pol-plus", "Plus")]
+    # Cy stopped holding acc-2 on 05-01: the account is still covered, but the first hop is gone.
+    assert at(utc(2026, 5, 1), "cy") == [] and at(utc(2026, 4, 30), "cy") == [("cy", "acc-2", "pol-basic", "Basic")]
+    assert at(utc(2026, 1, 4)) == []
+    # As believed before crm-2..4 were recorded: still pol-basic in June, no Bob, Cy still holding.
+    assert at(utc(2026, 6, 1), known=crm) == [("ada", "acc-1", "pol-basic", "Basic"),
+                                              ("cy", "acc-2", "pol-basic", "Basic")]
+    [row] = rows(graph, "customer-policies", tenant, customer="ada", valid_at=utc(2026, 6, 1), known_at=None)
+    assert row["episodes"] == ["crm-1", "crm-2"] and row["covered_from"] == upgrade
+
+
+def test_neighbourhood_k_hops_at_a_date(graph: MemoryGraph, tenant: str, crm) -> None:
+    def near(subject: str, hops: int, t: datetime, relations=None, known=None) -> dict[str, int]:
+        found = rows(graph, "neighbourhood", tenant, subject=subject, hops=hops, valid_at=t,
+                     known_at=known, relations=relations)
+        return {r["entity"]: r["distance"] for r in found}
+
+    feb, june = utc(2026, 2, 1), utc(2026, 6, 1)
+    assert near("ada", 1, feb) == {"acc-1": 1}
+    assert near("ada", 2, feb) == {"acc-1": 1, "pol-basic": 2}
+    # 3 hops in February: pol-basic also covers acc-2, which Cy holds.
+    assert near("ada", 4, feb) == {"acc-1": 1, "pol-basic": 2, "acc-2": 3, "cy": 4}
+    assert near("ada", 2, june) == {"acc-1": 1, "pol-plus": 2, "bob": 2}
+    assert near("ada", 4, june) == {"acc-1": 1, "pol-plus": 2, "bob": 2}
+    assert near("ada", 2, june, relations=["holds"]) == {"acc-1": 1, "bob": 2}
+    # As believed before crm-2..4 were recorded: no upgrade, no Bob, Cy still holds acc-2.
+    assert near("ada", 2, june, known=crm) == {"acc-1": 1, "pol-basic": 2}
+    assert near("ada", 4, june, known=crm) == {"acc-1": 1, "pol-basic": 2, "acc-2": 3, "cy": 4}
+    assert near("pol-plus", 2, june) == {"acc-1": 1, "ada": 2, "bob": 2}
+    [bob] = [r for r in rows(graph, "neighbourhood", tenant, subject="ada", hops=2, valid_at=june,
+                             known_at=None, relations=None) if r["entity"] == "bob"]
+    assert bob["via"] == ["ada", "acc-1", "bob"] and bob["relations"] == ["holds", "holds"]
+    assert near("nobody", 2, june) == {}
+    with pytest.raises(InvalidDelta, match=r"'hops' must be int\[1\.\.4\]"):
+        graph.query("neighbourhood", tenant=tenant, subject="ada", hops=5, valid_at=june)
+
+
+# -- stale, low confidence, quarantine --------------------------------------------------------
+
+
+def test_stale_facts_not_reconfirmed_for_n_days(neo4j_connection, graph: MemoryGraph, tenant: str) -> None:
+    now = graph.clock()
+    past = now - timedelta(days=100)
+    uri, auth = neo4j_connection
+    with MemoryGraph.connect(uri, auth, schema=default_schema(), clock=lambda: past, bootstrap=False) as old:
+        episode(old, tenant, "e1", past - timedelta(days=10))
+        write(old, tenant, "e1", "mira", "home_city", "Porto", past - timedelta(days=10))
+        write(old, tenant, "e1", "mira", "response_style", "concise", past - timedelta(days=10))
+        write(old, tenant, "e1", "mira", "contact", "ana", past - timedelta(days=10))
+    episode(graph, tenant, "e2", now - timedelta(days=1))
+    write(graph, tenant, "e2", "mira", "passport_deadline", "2027-01-31", now - timedelta(days=1))
+    write(graph, tenant, "e2", "mira", "response_style", "concise", now - timedelta(days=1))  # reconfirmed
+    stale = rows(graph, "stale", tenant, days=30, status=None)
+    assert [(r["attribute"], r["value"]) for r in stale] == [("contact", "ana"), ("home_city", "Porto")]
+    assert all(r["days_since"] == 100 and r["last_confirmed_at"] == past for r in stale)
+    assert rows(graph, "stale", tenant, days=101, status=None) == []
+    assert len(rows(graph, "stale", tenant, days=0, status=None)) == 4
+    # A candidate (weak signal) that nobody confirmed: made behind SGAM's back, as an extractor will.
+    with graph.store.driver.session() as session:
+        session.run("MATCH (:Entity {tenant_id: $t, id: 'mira'})-[f:CONTACT]->() SET f.status = 'candidate'",
+                    t=tenant).consume()
+    assert [r["value"] for r in rows(graph, "stale", tenant, days=30, status="candidate")] == ["ana"]
+    assert [r["value"] for r in rows(graph, "stale", tenant, days=30, status="confirmed")] == ["Porto"]
+
+
+def test_low_confidence_facts(graph: MemoryGraph, tenant: str) -> None:
+    episode(graph, tenant, "e1", utc(2026, 1, 1))
+    episode(graph, tenant, "e2", utc(2026, 2, 1))
+    write(graph, tenant, "e1", "mira", "home_city", "Lisbon", utc(2026, 1, 1), confidence=0.2)
+    write(graph, tenant, "e1", "mira", "response_style", "concise", utc(2026, 1, 1), confidence=0.6)
+    write(graph, tenant, "e1", "mira", "contact", "ana", utc(2026, 1, 1), confidence=0.45)
+    write(graph, tenant, "e1", "mira", "passport_deadline", "2027-01-31", utc(2026, 1, 1))
+    low = lambda threshold, subject=None: [  # noqa: E731
+        (r["attribute"], r["confidence"]) for r in rows(graph, "low-confidence", tenant, threshold=threshold,
+                                                        subject=subject)]
+    assert low(0.5) == [("home_city", 0.2), ("contact", 0.45)]
+    assert low(0.6) == [("home_city", 0.2), ("contact", 0.45)]  # strictly below
+    assert low(0.61) == [("home_city", 0.2), ("contact", 0.45), ("response_style", 0.6)]
+    assert low(0.5, "someone-else") == []
+    # Corrected with confidence: the retired low-confidence row is no longer believed.
+    write(graph, tenant, "e2", "mira", "home_city", "Porto", utc(2026, 1, 1), op="correct", confidence=0.9)
+    assert low(0.5) == [("contact", 0.45)]
+
+
+@pytest.fixture
+def quarantined(graph: MemoryGraph, tenant: str) -> Iterator[None]:
+    """Quarantine nodes as the ingest path will write them (made directly here)."""
+    entries = [
+        {"tenant_id": tenant, "id": "q1", "episode_id": "e1", "reason": "unknown attribute shoe_size",
+         "candidate": json.dumps({"subject": "mira", "attribute": "shoe_size", "value": 42}),
+         "created_at": utc(2026, 6, 1)},
+        {"tenant_id": tenant, "id": "q2", "episode_id": "e2", "reason": "naive datetime",
+         "candidate": "{}", "created_at": utc(2026, 6, 2)},
+        {"tenant_id": tenant + "-other", "id": "q3", "episode_id": "e1", "reason": "other tenant",
+         "candidate": "{}", "created_at": utc(2026, 6, 3)},
+    ]
+    with graph.store.driver.session() as session:
+        session.run("UNWIND $rows AS r CREATE (q:Quarantine) SET q = r", rows=entries).consume()
+    yield
+    with graph.store.driver.session() as session:
+        session.run("MATCH (q:Quarantine) WHERE q.tenant_id IN [$t, $t + '-other'] DETACH DELETE q",
+                    t=tenant).consume()
+
+
+def test_quarantine_contents(graph: MemoryGraph, tenant: str, quarantined) -> None:
+    found = rows(graph, "quarantine", tenant, episode=None, since=None)
+    assert [(r["id"], r["episode"]) for r in found] == [("q2", "e2"), ("q1", "e1")]  # newest first
+    assert json.loads(found[1]["candidate"])["attribute"] == "shoe_size"
+    assert [r["id"] for r in rows(graph, "quarantine", tenant, episode="e1", since=None)] == ["q1"]
+    assert [r["id"] for r in rows(graph, "quarantine", tenant, episode=None, since=utc(2026, 6, 2))] == ["q2"]
+
+
+# -- every query: a tenant with no data is an empty answer; writes are refused -------------------
+
+
+def _placeholder(param: loader.QueryParam) -> Any:
+    if param.optional:
+        return None
+    return {"string": "nobody", "datetime": datetime.now(timezone.utc), "list": ["x"],
+            "int": int(param.minimum or 1), "float": 0.5, "vector": [0.05] * 384}[param.type]
+
+
+@pytest.mark.parametrize("name", sorted(loader.load_queries()))
+def test_a_tenant_with_no_data_is_an_empty_answer(graph: MemoryGraph, tenant: str, name: str) -> None:
+    query = loader.load_queries()[name]
+    params = {p.name: _placeholder(p) for p in query.params}
+    params["tenant"] = tenant
+    answer = graph.query(name, **params)
+    # No rows, or (queries that aggregate, like the kNN ones) rows of zeros, nulls and empty lists.
+    assert all(not value for row in answer for value in row.values()), answer
+
+
+def test_a_write_in_a_query_file_is_refused_by_the_server(env, graph: MemoryGraph, tenant: str,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "evil.cypher"
+    path.write_text(
+        "// name: evil\n// doc: A query file that tries to write, to prove READ mode.\n"
+        "// param: tenant string  the tenant id\n// example: :param {tenant: 'demo'}\n"
+        "CREATE (n:Entity {tenant_id: $tenant, id: 'written'}) RETURN n.id AS id\n", encoding="utf-8")
+    evil = loader.parse(path.read_text(encoding="utf-8"), str(path))
+    with pytest.raises(SgamError, match="(?i)write"):
+        graph.store.read(evil.text, evil.bind({"tenant": tenant}))
+    # The same file through `sgam query` (which runs every named query in READ mode).
+    known = loader.load_queries()
+    monkeypatch.setattr(loader, "load_queries", lambda: {**known, "evil": evil})
+    result = runner.invoke(app, ["query", "evil", "-t", tenant])
+    assert result.exit_code == 1 and "write" in result.output.lower(), result.output
+    assert graph.store.read("MATCH (n:Entity {tenant_id: $t}) RETURN count(n) AS n", {"t": tenant})[0]["n"] == 0
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+
+
+def test_cli_runs_the_new_queries(env, graph: MemoryGraph, tenant: str, crm) -> None:
+    result = runner.invoke(app, ["query", "customer-policies", "-t", tenant, "--valid-at", "2026-02-01",
+                                 "-p", "customer=ada", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["account"], r["policy"]) for r in json.loads(result.stdout)] == [("acc-1", "pol-basic")]
+    result = runner.invoke(app, ["query", "neighbourhood", "-t", tenant, "-s", "ada", "-p", "hops=2",
+                                 "--valid-at", "2026-06-01"])
+    assert result.exit_code == 0 and "neighbourhood: 3 row(s)" in result.stdout, result.output
+    result = runner.invoke(app, ["query", "subgraph", "-t", tenant, "--valid-at", "2026-06-01",
+                                 "-p", "subjects=ada", "-p", "hops=1", "--json"])
+    assert result.exit_code == 0, result.output
+    subgraph = json.loads(result.stdout)
+    assert {r["fact"]["attribute"] for r in subgraph if r["fact"]} == {"holds"}
+    assert {r["subject"]["id"] for r in subgraph} == {"ada", "acc-1"}  # acc-1: no fact of its own inside
+    result = runner.invoke(app, ["query", "changes", "-t", tenant, "-p", "since=2026-01-01",
+                                 "-p", f"until={graph.clock().isoformat()}", "--json"])
+    assert result.exit_code == 0 and len(json.loads(result.stdout)) >= 9, result.output
+
+
+def test_cli_bad_input_is_explained(env, tenant: str) -> None:
+    unknown = runner.invoke(app, ["query", "neighborhood", "-t", tenant])
+    assert unknown.exit_code == 1 and "neighbourhood" in unknown.output and "stale" in unknown.output
+    hops = runner.invoke(app, ["query", "neighbourhood", "-t", tenant, "-s", "ada", "-p", "hops=9",
+                               "--valid-at", "2026-06-01"])
+    assert hops.exit_code == 1 and "'hops' must be int[1..4]" in hops.output
+    missing = runner.invoke(app, ["query", "stale", "-t", tenant])
+    assert missing.exit_code == 1 and "'days'" in missing.output and "int[0..]" in missing.output
+    date_ = runner.invoke(app, ["query", "changes", "-t", tenant, "-p", "since=last week", "-p", "until=2026-12-01"])
+    assert date_.exit_code == 1 and "'since' must be datetime" in date_.output
+    extra = runner.invoke(app, ["query", "stale", "-t", tenant, "-p", "days=3", "-p", "colour=red"])
+    assert extra.exit_code == 1 and "no parameter colour" in extra.output
+    empty = runner.invoke(app, ["query", "stale", "-t", tenant, "-p", "days=0", "--json"])
+    assert empty.exit_code == 0 and json.loads(empty.stdout) == []
+
+
+def test_cli_readme_is_the_committed_one() -> None:
+    result = runner.invoke(app, ["query", "--readme"])
+    assert result.exit_code == 0 and result.stdout == render_readme()
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+def test_to_networkx_at_now_and_in_the_past(graph: MemoryGraph, tenant: str) -> None:
+    demo(graph, tenant)
+    now = graph.to_networkx(tenant)
+    assert isinstance(now, nx.MultiDiGraph)
+    entities = {n for n, a in now.nodes(data=True) if a["kind"] == "entity"}
+    assert entities == {"mira", "cust-ada", "acc-1001", "pol-basic", "pol-plus"}
+    assert (now.number_of_nodes(), now.number_of_edges()) == (15, 12)
+    assert nx.shortest_path(now, "cust-ada", "pol-plus") == ["cust-ada", "acc-1001", "pol-plus"]
+    assert not nx.has_path(now, "cust-ada", "pol-basic")
+    february = to_networkx(graph, tenant, as_of=utc(2026, 2, 1))
+    assert (february.number_of_nodes(), february.number_of_edges()) == (7, 6)
+    assert nx.shortest_path(february, "cust-ada", "pol-basic") == ["cust-ada", "acc-1001", "pol-basic"]
+    # Edges carry every fact property, keyed by memory_id, instants as aware datetimes.
+    [(_, _, key, holds)] = [e for e in now.edges("cust-ada", keys=True, data=True) if e[3]["attribute"] == "holds"]
+    assert key == holds["memory_id"] and holds["rel_type"] == "HOLDS" and holds["kind"] == "relation"
+    assert holds["valid_from"] == utc(2026, 1, 5, 10) and holds["valid_from"].tzinfo is not None
+    assert holds["source_episode_id"] == "crm-1" and holds["support_episodes"] == ["crm-1"]
+    assert now.nodes["cust-ada"]["type"] == "Customer" and now.nodes["cust-ada"]["name"] == "Ada Lovelace"
+    [(_, deadline_node, deadline)] = [(u, v, a) for u, v, a in now.edges("mira", data=True)
+                                      if a["attribute"] == "passport_deadline"]
+    assert deadline["value"] == date(2026, 6, 30) and now.nodes[deadline_node]["kind"] == "value"
+
+
+def test_to_networkx_retired_and_superseded_facts(graph: MemoryGraph, tenant: str) -> None:
+    episode(graph, tenant, "e3", utc(2026, 3, 2))
+    episode(graph, tenant, "e4", utc(2026, 6, 20))
+    write(graph, tenant, "e3", "mira", "home_city", "Lisbon", utc(2026, 3, 2))
+    before = graph.clock()
+    write(graph, tenant, "e4", "mira", "home_city", "Porto", utc(2026, 3, 2), op="correct")
+    city = lambda g: [a["value"] for _, _, a in g.edges("mira", data=True)]  # noqa: E731
+    assert city(to_networkx(graph, tenant)) == ["Porto"]
+    # The retired Lisbon row is absent now, present as believed before the correction.
+    assert city(to_networkx(graph, tenant, known_at=before)) == ["Lisbon"]
+    assert city(to_networkx(graph, tenant, as_of=utc(2026, 3, 1))) == []
+
+
+def test_to_networkx_neighbourhood_of_subjects(graph: MemoryGraph, tenant: str) -> None:
+    demo(graph, tenant)
+    one = graph.to_networkx(tenant, subjects=["cust-ada"], hops=1)
+    assert (one.number_of_nodes(), one.number_of_edges()) == (5, 4)
+    assert {a["attribute"] for _, _, a in one.edges(data=True)} == {"holds", "address", "contact_preference",
+                                                                    "account_status"}
+    two = graph.to_networkx(tenant, subjects="cust-ada", hops=2)
+    assert (two.number_of_nodes(), two.number_of_edges()) == (8, 7)
+    assert nx.shortest_path(two, "cust-ada", "pol-plus") == ["cust-ada", "acc-1001", "pol-plus"]
+    alone = graph.to_networkx(tenant, subjects=["cust-ada"], hops=0)
+    assert set(alone.successors("cust-ada")) <= set(alone.nodes) and "acc-1001" not in alone
+    assert graph.to_networkx(tenant, subjects=["nobody"]).number_of_nodes() == 0
+    assert graph.to_networkx(tenant + "-empty").number_of_nodes() == 0
+    with pytest.raises(InvalidDelta, match="hops"):
+        graph.to_networkx(tenant, subjects=["cust-ada"], hops=7)
+    with pytest.raises(InvalidDelta, match="valid_at"):
+        graph.to_networkx(tenant, as_of=datetime(2026, 2, 1))  # naive: refused, not shifted
+
+
+def test_export_command_writes_graphml_and_json(env, graph: MemoryGraph, tenant: str, tmp_path: Path) -> None:
+    demo(graph, tenant)
+    graphml = tmp_path / "demo.graphml"
+    result = runner.invoke(app, ["export", "-t", tenant, "--format", "graphml", "-o", str(graphml)])
+    assert result.exit_code == 0, result.output
+    back = nx.read_graphml(graphml, force_multigraph=True)
+    assert (back.number_of_nodes(), back.number_of_edges()) == (15, 12)
+    [holds] = [a for _, _, a in back.edges(data=True) if a["attribute"] == "holds"]
+    assert datetime.fromisoformat(holds["valid_from"]) == utc(2026, 1, 5, 10)
+    assert json.loads(holds["support_episodes"]) == ["crm-1"]
+    out = tmp_path / "feb.json"
+    result = runner.invoke(app, ["export", "-t", tenant, "--as-of", "2026-02-01", "-s", "cust-ada", "--hops", "2",
+                                 "--format", "json", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["graph"]["as_of"] == "2026-02-01T00:00:00+00:00" and data["graph"]["subjects"] == ["cust-ada"]
+    targets = {e["target"] for e in data["edges"] if e["attribute"] == "covered_by"}
+    assert targets == {"pol-basic"}
+    g = nx.node_link_graph(data, edges="edges")
+    assert nx.shortest_path(g, "cust-ada", "pol-basic") == ["cust-ada", "acc-1001", "pol-basic"]
+    stdout = runner.invoke(app, ["export", "-t", tenant, "--format", "json"])
+    assert stdout.exit_code == 0 and len(json.loads(stdout.stdout)["edges"]) == 12
+    bad = runner.invoke(app, ["export", "-t", tenant, "--format", "json", "--as-of", "yesterday"])
+    assert bad.exit_code == 1 and "--as-of" in bad.output
+    wrong = runner.invoke(app, ["export", "-t", tenant, "--format", "csv"])
+    assert wrong.exit_code == 2 and "graphml" in wrong.output
+    assert node_link(nx.MultiDiGraph())["edges"] == []
+
+
+# -- every header's example :param line is valid Cypher and runs the query ------------------------
+
+
+@pytest.mark.parametrize("name", sorted(loader.load_queries()))
+def test_example_param_line_runs_the_query(graph: MemoryGraph, name: str) -> None:
+    """What an analyst does in Browser: `:param {...}` (evaluated by the server), then the query."""
+    query = loader.load_queries()[name]
+    map_text = query.example.strip().removeprefix(":param").strip().rstrip(";")
+    [row] = graph.store.read(f"RETURN {map_text} AS params", {})
+    params = row["params"]
+    assert sorted(params) == sorted(p.name for p in query.params)
+    if any(params[p.name] is None for p in query.params if not p.optional):
+        pytest.skip(f"{name}: the example reads a required value from data this database lacks")
+    graph.store.read(query.text, params)  # runs in READ mode without an error
