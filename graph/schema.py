@@ -61,7 +61,7 @@ class AttributeSpec(_Spec):
     subject_types: tuple[str, ...] = ()
     target: str | None = None
     values: tuple[str, ...] = ()
-    rel_type: str | None = None
+    rel_type: str | None = Field(default=None, min_length=1)
     normalise: Literal["lower", "strip", "upper"] | None = None
     description: str = ""
 
@@ -284,9 +284,24 @@ def _as_datetime(spec: AttributeSpec, attribute: str, raw: Any) -> datetime:
         raise InvalidDelta(str(exc)) from None
 
 
-def default_schema() -> Schema:
-    """The schema shipped with SGAM and used by the demo and tests."""
+SHIPPED = ("default", "personal-assistant", "customer-support")
+
+
+def load_schema(name_or_path: str | Path) -> Schema:
+    """A shipped schema by name (``default``, ``personal-assistant``, ``customer-support``) or a file."""
     from importlib.resources import files
 
-    resource = files(__package__) / "schemas" / "default.yaml"
-    return Schema.from_data(yaml.safe_load(resource.read_text(encoding="utf-8")), origin=str(resource))
+    if str(name_or_path) in SHIPPED:
+        resource = files(__package__) / "schemas" / f"{name_or_path}.yaml"
+        return Schema.from_data(yaml.safe_load(resource.read_text(encoding="utf-8")), origin=str(resource))
+    path = Path(name_or_path)
+    if not path.exists():
+        raise SchemaViolation(
+            f"no schema {str(name_or_path)!r}: give a YAML/JSON file or one of {', '.join(SHIPPED)}"
+        )
+    return Schema.from_file(path)
+
+
+def default_schema() -> Schema:
+    """The schema shipped with SGAM and used by the demo and tests (both examples in one)."""
+    return load_schema("default")

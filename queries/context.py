@@ -331,13 +331,13 @@ def _states_text(states: Sequence[StatedValue]) -> str:
         else:
             parts.append(f"{said} no longer holds")
     holding = [s.memory_id for s in states if s.label == "current"]
-    if holding:
-        parts.append(f"{'also ' if parts else ''}supports memory {', '.join(holding)}")
+    if holding and not parts:
+        parts.append(f"supports memory {', '.join(holding)}")
     return "; ".join(parts)
 
 
 def build_evidence(expansion: Expansion, exact_ids: set[str],
-                   slots: Iterable[tuple[str, str]] = ()) -> list[Evidence]:
+                   slots: Iterable[tuple[str, str]] = (), anchors: Iterable[str] = ()) -> list[Evidence]:
     """Fuse the rankings and label every candidate; exact facts are never repeated as evidence.
 
     Episodes that state something about a ``(subject, attribute)`` slot in play come first (in
@@ -345,6 +345,7 @@ def build_evidence(expansion: Expansion, exact_ids: set[str],
     current state.
     """
     in_play = set(slots)
+    anchors = set(anchors)
     evidence: list[Evidence] = []
     for key, score, sources in fuse(expansion.rankings):
         kind, _, ident = key.partition(":")
@@ -374,6 +375,8 @@ def build_evidence(expansion: Expansion, exact_ids: set[str],
                 memory_id=fact.memory_id, valid_from=fact.valid_from, valid_to=fact.valid_to,
                 line=f"current | fact {fact.subject}.{fact.attribute} = {_value(fact.value)} | {_cite(fact)}"))
         else:
+            if ident in anchors:
+                continue
             entity = expansion.entities[ident]
             name = f" \"{entity.name}\"" if entity.name and entity.name != entity.id else ""
             kind_text = f" ({entity.type})" if entity.type else ""
@@ -403,8 +406,7 @@ def assemble(*, tenant: str, question: str, as_of: datetime, current: bool,
 
     when = f"now ({_instant(as_of)})" if current else f"as of {_instant(as_of)}"
     header = [f"Memory for: {question}",
-              f"Tenant {tenant}, state {when}. Exact facts are authoritative; "
-              "evidence is supplementary and never overrides them."]
+              f"State {when}, tenant {tenant}. Exact facts are authoritative; evidence never overrides them."]
     exact = [ContextFact(
         ref=f"F{i}", subject=f.subject, attribute=f.attribute, value=f.value, memory_id=f.memory_id,
         episode=f.source_episode_id, asserted_by=f.asserted_by, valid_from=f.valid_from,
@@ -422,7 +424,7 @@ def assemble(*, tenant: str, question: str, as_of: datetime, current: bool,
 
     chosen: list[Evidence] = []
     if evidence:
-        section = "Evidence (supplementary; labels say whether it still holds):"
+        section = "Evidence (labelled current, history or related):"
         costs = [count_tokens(f"[E{len(evidence)}] {e.line}") for e in evidence]
         room = budget_tokens - used - count_tokens(section)
         if sum(costs) <= room:
@@ -572,7 +574,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                 name for name, spec in schema.attributes.items() if spec.cardinality is Cardinality.ONE]
             found.stated = classify_statements(rows, single)
 
-    evidence = build_evidence(found, exact_ids, {(f.subject, f.attribute) for f in exact})
+    evidence = build_evidence(found, exact_ids, {(f.subject, f.attribute) for f in exact}, subject_list)
     return assemble(tenant=tenant, question=question, as_of=instant, current=as_of is None,
                     subjects=subject_list, attributes=in_play if every else wanted, facts=exact,
                     evidence=evidence, budget_tokens=budget_tokens, notes=notes,

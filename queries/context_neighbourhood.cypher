@@ -1,5 +1,5 @@
 // name: context-neighbourhood
-// doc: Supplementary evidence around anchor entities, for context assembly: the latest episodes that mention each anchor (occurred by valid_at), and the facts valid at valid_at and believed now that touch the entities within two relation hops of it (each hop valid at valid_at).
+// doc: Supplementary evidence around anchor entities, for context assembly: the latest episodes that mention each anchor (occurred by valid_at, not redacted), and the facts valid at valid_at and believed now that touch the entities within two relation hops of it (each hop valid at valid_at).
 // param: tenant string  the tenant id
 // param: subjects list  the anchor entity ids, e.g. mira,cust-ada
 // param: valid_at datetime  the instant every hop and fact must be valid at
@@ -9,7 +9,7 @@ MATCH (s:Entity {tenant_id: $tenant})
 WHERE s.id IN $subjects
 CALL (s) {
   MATCH (ep:Episode)-[:MENTIONS]->(s)
-  WHERE ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at
+  WHERE ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND ep.redacted_at IS NULL
   WITH ep ORDER BY ep.occurred_at DESC LIMIT $limit
   RETURN 'episode' AS kind, 0 AS distance,
          ep {.id, .content, .actor, .kind, occurred_at: toString(ep.occurred_at)} AS episode, null AS fact

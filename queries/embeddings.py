@@ -180,7 +180,8 @@ def statement_text(subject: str, attribute: str, value: Any) -> str:
 _PENDING = "(n.embedding IS NULL OR n.embedding_model IS NULL OR n.embedding_model <> $model)"
 
 COUNT_PENDING = f"""
-CALL () {{ MATCH (n:Episode {{tenant_id: $tenant}}) WHERE {_PENDING} RETURN count(n) AS episodes }}
+CALL () {{ MATCH (n:Episode {{tenant_id: $tenant}}) WHERE {_PENDING} AND n.redacted_at IS NULL
+          RETURN count(n) AS episodes }}
 CALL () {{ MATCH (n:Entity {{tenant_id: $tenant}}) WHERE {_PENDING} RETURN count(n) AS entities }}
 CALL () {{ MATCH (n:Value {{tenant_id: $tenant}}) WHERE {_PENDING} RETURN count(n) AS statements }}
 RETURN episodes, entities, statements
@@ -190,7 +191,7 @@ RETURN episodes, entities, statements
 PENDING = {
     "episodes": f"""
 MATCH (n:Episode {{tenant_id: $tenant}})
-WHERE n.id > $after AND {_PENDING}
+WHERE n.id > $after AND {_PENDING} AND n.redacted_at IS NULL
 RETURN n.id AS key, n.content AS content
 ORDER BY key LIMIT $batch
 """,

@@ -25,4 +25,4 @@ RETURN f.value AS value, f.valid_from AS valid_from, f.valid_to AS valid_to,
        [id IN chain | head([r IN rows WHERE r.memory_id = id | r.value])] AS chain_values,
        f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
          expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at)} AS fact
-ORDER BY valid_from, recorded_at, memory_id
+ORDER BY valid_from, recorded_at, believed, memory_id

@@ -1,5 +1,5 @@
 // name: knn-episodes
-// doc: Episodes whose text is nearest in meaning to a vector (vector index sgam_episode_embedding), kept only when they belong to the tenant, occurred by valid_at and score at least min_score. Neo4j 5 vector indexes cannot pre-filter, so the fetch nearest of all tenants are read and filtered: fetched and floor (the lowest score read) tell the caller whether to fetch more.
+// doc: Episodes whose text is nearest in meaning to a vector (vector index sgam_episode_embedding), kept only when they belong to the tenant, occurred by valid_at, are not redacted and score at least min_score. Neo4j 5 vector indexes cannot pre-filter, so the fetch nearest of all tenants are read and filtered: fetched and floor (the lowest score read) tell the caller whether to fetch more.
 // param: tenant string  the tenant id
 // param: vector vector  the question's embedding (384 floats, e.g. from the same model as the stored ones)
 // param: fetch int[1..10000]  how many nearest neighbours to read from the index before filtering
@@ -9,7 +9,8 @@
 // example: :param {tenant: 'demo', vector: COLLECT { MATCH (e:Episode {tenant_id: 'demo', id: 'e2'}) RETURN e.embedding }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime()}
 CALL db.index.vector.queryNodes('sgam_episode_embedding', $fetch, $vector) YIELD node AS ep, score
 WITH count(*) AS fetched, min(score) AS floor,
-     collect(CASE WHEN ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND score >= $min_score
+     collect(CASE WHEN ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND ep.redacted_at IS NULL
+                   AND score >= $min_score
                   THEN ep {.id, .content, .actor, .kind, occurred_at: toString(ep.occurred_at),
                            score: score} END) AS kept
 RETURN fetched, floor, kept[0..$k] AS hits

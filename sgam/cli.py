@@ -4,6 +4,8 @@
     sgam replay FILE.jsonl         replay episodes with their structured deltas
     sgam query NAME ...            run a named query (current, as-of, history, provenance, traverse)
     sgam export -t T --format F    a point-in-time subgraph as GraphML or node-link JSON
+    sgam context -t T "QUESTION"   the smallest cited context for an agent's prompt
+    sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
     sgam demo                      the seed example, side by side with a naive text memory
     sgam bench                     the write/read baseline benchmark
 """
@@ -362,6 +364,58 @@ def forget(
         residue = graph.residue(tenant, subject)
     console.print(f"forgot {subject!r}: {len(report.episodes_deleted)} episodes deleted, "
                   f"{len(report.episodes_redacted)} redacted; residue: {len(residue)} kinds left")
+
+
+@app.command()
+@friendly
+def context(
+    question: str = typer.Argument(..., help="The question the context is for"),
+    tenant: str = typer.Option(..., "--tenant", "-t"),
+    subject: list[str] = typer.Option([], "--subject", "-s", help="Entity id (repeatable); default: found by name in the question"),
+    attribute: list[str] = typer.Option([], "--attribute", "-a", help="Attribute in play (repeatable); default: named in the question"),
+    as_of: str = typer.Option(None, "--as-of", help="Valid time (ISO instant; a date alone is midnight UTC); default now"),
+    budget: int = typer.Option(800, "--budget", help="Token budget; the exact facts must fit"),
+    expand: bool = typer.Option(None, "--expand/--no-expand", help="Require / skip vector expansion; default: use it when installed"),
+    as_json: bool = typer.Option(False, "--json", help="Print the structured context as JSON"),
+) -> None:
+    """The smallest context that answers a question: exact facts first, then labelled evidence."""
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        result = graph.context(tenant, question, subjects=subject or None, attributes=attribute or None,
+                               as_of=_instant(as_of, "--as-of"), budget_tokens=budget, expand=expand)
+    if as_json:
+        console.print_json(result.model_dump_json())
+        return
+    if result.empty:
+        console.print(f"no stored memory for this question in tenant {tenant!r}", highlight=False)
+    else:
+        console.print(result.text, highlight=False, markup=False, soft_wrap=True, end="")
+    for note in result.notes:
+        err.print(f"note: {note}", highlight=False, markup=False)
+
+
+@app.command()
+@friendly
+def embed(
+    tenant: str = typer.Option(..., "--tenant", "-t"),
+    batch: int = typer.Option(64, "--batch", help="Nodes embedded and written per transaction"),
+    model: str = typer.Option(None, "--model", help="Model name or folder [env SGAM_EMBEDDING_MODEL; default all-MiniLM-L6-v2]"),
+) -> None:
+    """Backfill embeddings (episodes, entity names, fact statements) for vector expansion."""
+    from sgam.queries.embeddings import require_embedder, default_embedder
+
+    embedder = default_embedder(model) if model else require_embedder(None)
+    with MemoryGraph.connect() as graph, Progress(
+        TextColumn("embedding {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True,
+    ) as progress:
+        task = progress.add_task("(loading the model)", total=None)
+
+        def on_progress(kind: str, done: int, total: int) -> None:
+            progress.update(task, description=kind or "", completed=done, total=total)
+
+        report = graph.embed(tenant, embedder=embedder, batch_size=batch, on_progress=on_progress)
+    counts = ", ".join(f"{n} {kind}" for kind, n in report.embedded.items())
+    console.print(f"tenant {tenant!r}: embedded {counts} with {report.model}")
 
 
 @app.command()
