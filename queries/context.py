@@ -152,7 +152,7 @@ _WORD = re.compile(r"[A-Za-z0-9]+")
 STOPWORDS = frozenset("""
 a an and are as at be but by can could did do does for from had has have her his how i in is it
 its me my of on or our she so that the their them then there these they this to was we were what
-when where which who whom why will with would you your s t""".split())
+when where which who whom why will with would you your not no s t""".split())
 
 
 def approx_tokens(text: str) -> int:
@@ -187,6 +187,9 @@ def lucene_query(question: str) -> str:
 
 
 def _stem(word: str) -> str:
+    """A crude plural stemmer: cities -> city, deadlines -> deadline (address stays addres both ways)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
 

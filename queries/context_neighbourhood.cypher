@@ -5,8 +5,8 @@
 // param: valid_at datetime  the instant every hop and fact must be valid at
 // param: limit int[1..500]  at most this many episodes and this many neighbour entities per anchor
 // example: :param {tenant: 'demo', subjects: ['cust-ada'], valid_at: datetime(), limit: 10}
-MATCH (s:Entity {tenant_id: $tenant})
-WHERE s.id IN $subjects
+UNWIND $subjects AS subject
+MATCH (s:Entity {tenant_id: $tenant, id: subject})
 CALL (s) {
   MATCH (ep:Episode)-[:MENTIONS]->(s)
   WHERE ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND ep.redacted_at IS NULL

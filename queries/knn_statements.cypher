@@ -13,8 +13,8 @@ WITH count(*) AS fetched, min(score) AS floor,
 CALL (kept) {
   UNWIND kept AS hit
   WITH hit.v AS v, hit.score AS score
-  MATCH (s:Entity {tenant_id: $tenant})-[f]->(v)
-  WHERE f.memory_id IS NOT NULL AND f.expired_at IS NULL AND f.status = 'confirmed'
+  MATCH (v)<-[f]-(s)
+  WHERE f.memory_id IS NOT NULL AND f.tenant_id = $tenant AND f.expired_at IS NULL AND f.status = 'confirmed'
     AND f.valid_from <= $valid_at AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
   RETURN collect({score: score, fact: f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to),
                   recorded_at: toString(f.recorded_at), expired_at: toString(f.expired_at),

@@ -94,6 +94,15 @@ def graph(shared_graph: MemoryGraph) -> MemoryGraph:
 
 
 @pytest.fixture
+def env(neo4j_connection: tuple[str, tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the CLI (which reads its settings from the environment) at the test server."""
+    uri, (user, password) = neo4j_connection
+    monkeypatch.setenv("NEO4J_URI", uri)
+    monkeypatch.setenv("NEO4J_USER", user)
+    monkeypatch.setenv("NEO4J_PASSWORD", password)
+
+
+@pytest.fixture
 def tenant() -> str:
     """A fresh tenant per test: tests share one database and never see each other's data."""
     return f"t-{uuid.uuid4().hex[:12]}"

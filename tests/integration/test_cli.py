@@ -6,7 +6,6 @@ import io
 import json
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -14,14 +13,6 @@ from sgam import MemoryGraph
 from sgam.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def env(neo4j_connection, monkeypatch: pytest.MonkeyPatch) -> None:
-    uri, (user, password) = neo4j_connection
-    monkeypatch.setenv("NEO4J_URI", uri)
-    monkeypatch.setenv("NEO4J_USER", user)
-    monkeypatch.setenv("NEO4J_PASSWORD", password)
 
 
 def jsonl(tenant: str, path: Path, *, bad: bool) -> Path:
@@ -101,7 +92,7 @@ def test_query_list_and_print() -> None:
 def test_every_command_has_help() -> None:
     for args in (["--help"], ["neo4j", "--help"], ["neo4j", "up", "--help"], ["neo4j", "down", "--help"],
                  ["neo4j", "status", "--help"], ["replay", "--help"], ["query", "--help"],
-                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["browser", "--help"],
+                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["export", "--help"], ["browser", "--help"],
                  ["browser", "help", "--help"], ["browser", "export", "--help"], ["browser", "guide", "--help"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args

@@ -25,9 +25,9 @@ rows = st.lists(
 def test_no_read_crosses_tenants(graph: MemoryGraph, data) -> None:
     tenants = [f"iso-{uuid.uuid4().hex[:8]}-{side}" for side in ("a", "b")]
     deltas = []
-    for side, subject, city, day in data:
+    for index, (side, subject, city, day) in enumerate(data):
         tenant = tenants[side]
-        eid = f"e{day}"
+        eid = f"e{index}"
         graph.record_episode(tenant_id=tenant, id=eid, content=f"{subject} lives in {city}",
                              occurred_at=EPOCH + timedelta(days=day))
         subject_type = "Person" if subject == "mira" else "Customer"
