@@ -470,7 +470,9 @@ class LocalServer:
         return not (data / "dbms" / "auth.ini").exists() and not has_databases
 
     def _set_initial_password(self, java: str) -> None:
-        password = secrets.token_urlsafe(24)
+        # Hex, not urlsafe base64: a password starting with '-' reads as an option to the admin
+        # tool (exit 64), which broke one first start in 64.
+        password = secrets.token_hex(24)
         # Stored before the admin tool runs: if the tool fails, the next `up` is still a first
         # start and simply generates a new password.
         self._store_credentials(password)
