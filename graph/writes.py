@@ -204,13 +204,9 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult]) -> Generator[S
     episodes = sorted({(p.delta.tenant_id, p.delta.source_episode_id) for p in prepared})
     found = yield Statement(CHECK_EPISODES, {"episodes": [{"tenant_id": t, "id": i} for t, i in episodes]})
     present = {(r["tenant_id"], r["id"]): native(r["occurred_at"]) for r in found if r["found"]}
-    wanted: dict[tuple[str, str], str] = {}
-    for p in prepared:
-        wanted.setdefault((p.delta.tenant_id, p.delta.subject), p.subject_type)
-        if p.target_type and p.delta.value is not None:
-            wanted.setdefault((p.delta.tenant_id, str(p.delta.value).strip()), p.target_type)
+    wanted = sorted({(p.delta.tenant_id, entity) for p in prepared for entity in _entities_of(p)})
     entities = yield Statement(
-        CHECK_ENTITIES, {"entities": [{"tenant_id": t, "id": i} for t, i in sorted(wanted)]}
+        CHECK_ENTITIES, {"entities": [{"tenant_id": t, "id": i} for t, i in wanted]}
     )
     stored_types = {(r["tenant_id"], r["id"]): r["type"] for r in entities if r["type"]}
     forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
@@ -253,10 +249,8 @@ def _check_one(p: _Prepared, present: dict, stored_types: dict) -> SgamError | N
             f"source_episode_id {d.source_episode_id!r} is not a recorded episode of tenant "
             f"{d.tenant_id!r}: record the episode first (record_episode, or an 'episode' line in replay)"
         )
-    checks = [(d.subject, p.subject_type, "subject")]
-    if p.target_type and d.value is not None:
-        checks.append((str(d.value).strip(), p.target_type, "target"))
-    for entity_id, expected, role in checks:
+    roles = (("subject", p.subject_type), ("target", p.target_type))
+    for entity_id, (role, expected) in zip(_entities_of(p), roles):
         stored = stored_types.get((d.tenant_id, entity_id))
         if stored is not None and stored != expected:
             return SchemaViolation(
@@ -355,11 +349,8 @@ def _persist(prepared: list[_Prepared], locked: _Locked, creates: list[dict[str,
     for rel_type, rows in sorted(relation_rows.items()):
         yield Statement(CREATE_RELATION_FACTS % quote_identifier(rel_type), {"rows": rows, "now": now})
 
-    mentions = set()
-    for p in prepared:
-        mentions.add((p.delta.tenant_id, p.delta.source_episode_id, p.delta.subject))
-        if p.target_type and p.delta.value is not None:
-            mentions.add((p.delta.tenant_id, p.delta.source_episode_id, str(p.delta.value).strip()))
+    mentions = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
+                for p in prepared for entity in _entities_of(p)}
     yield Statement(LINK_MENTIONS, {"mentions": [
         {"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(mentions)
     ]})
