@@ -341,14 +341,6 @@ def test_async_context(neo4j_connection: tuple[str, tuple[str, str]], graph: Mem
     assert {e.id: e.label for e in ctx.evidence if e.kind == "episode"}["e1"] == "history"
 
 
-@pytest.fixture
-def env(neo4j_connection: tuple[str, tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
-    uri, (user, password) = neo4j_connection
-    monkeypatch.setenv("NEO4J_URI", uri)
-    monkeypatch.setenv("NEO4J_USER", user)
-    monkeypatch.setenv("NEO4J_PASSWORD", password)
-
-
 def test_cli_context(env: None, graph: MemoryGraph, tenant: str, cleanup: list[str]) -> None:
     cleanup.append(tenant)
     seed(graph, tenant)
