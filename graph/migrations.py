@@ -68,7 +68,7 @@ TOMBSTONES = Migration(
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
     "ON CREATE SET s.definition = $definition, s.applied_at = datetime() "
-    "RETURN s.definition = $definition AS same"
+    "RETURN s.definition AS stored"
 )
 
 APPLIED = "MATCH (m:Migration) RETURN m.id AS id"

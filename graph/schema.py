@@ -148,6 +148,13 @@ class Schema(_Spec):
         """The schema as canonical JSON, as stored in ``(:SchemaVersion {definition})``."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
+    def same_definition(self, stored: str) -> bool:
+        """Whether a stored definition means this schema (options added later take their defaults)."""
+        try:
+            return Schema.model_validate_json(stored) == self
+        except ValidationError:
+            return False
+
     # -- lookups ---------------------------------------------------------------------------
 
     def attribute(self, name: str) -> AttributeSpec:

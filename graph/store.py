@@ -194,9 +194,9 @@ class Store(_Base):
                 session.run(RECORD, id=migration.id, statements=list(migration.statements)).consume()
                 done.append(migration.id)
             session.run(AWAIT_INDEXES, timeout=INDEX_TIMEOUT_S).consume()
-            same = session.run(RECORD_SCHEMA, name=self.schema.name, version=self.schema.version,
-                               definition=self.schema.definition()).single()
-            if not same["same"]:
+            stored = session.run(RECORD_SCHEMA, name=self.schema.name, version=self.schema.version,
+                                 definition=self.schema.definition()).single()["stored"]
+            if not self.schema.same_definition(stored):
                 raise SchemaViolation(
                     f"schema {self.schema.name!r} v{self.schema.version} is already stored with a "
                     "different definition: give the changed schema a new version"
