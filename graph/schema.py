@@ -46,9 +46,15 @@ class _Spec(BaseModel):
 
 
 class RetentionClass(_Spec):
-    """How long facts of this class live: ``ttl_days`` or ``None`` for permanent."""
+    """How long facts of this class live, and what a purge removes with them.
+
+    A fact expires ``ttl_days`` after it was last confirmed (or recorded); ``None`` is permanent.
+    ``also_remove``: ``values`` drops value nodes (and their embeddings) no fact points at any
+    more; ``episodes`` drops episodes (and their embeddings) no remaining fact cites.
+    """
 
     ttl_days: int | None = Field(default=None, ge=1)
+    also_remove: tuple[Literal["values", "episodes"], ...] = ("values",)
 
 
 class AttributeSpec(_Spec):

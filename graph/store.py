@@ -17,6 +17,7 @@ from neo4j import exceptions as neo4j_errors
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
 from .forget import ForgetReport, forget_steps
+from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purge_batch
 from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
 from .models import Episode, MemoryDelta, utcnow
 from .schema import Schema
@@ -36,7 +37,7 @@ INDEX_TIMEOUT_S = 300
 # Label by label, so each scan uses the tenant's index; batched so a big tenant cannot exhaust memory.
 DELETE_TENANT = tuple(
     f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-    for label in ("Episode", "Value", "Entity", "Tombstone")
+    for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun")
 )
 
 
@@ -208,6 +209,28 @@ class Store(_Base):
         with translated(self.uri), self.driver.session(database=self.database) as session:
             for statement in DELETE_TENANT:
                 session.run(statement, tenant=tenant).consume()
+
+    def purge(self, tenant: str, now: datetime,
+              on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
+        """Remove expired facts class by class in bounded transactions; see ``retention``.
+
+        ``on_progress(done, total)`` is called after each batch.
+        """
+        report = PurgeReport(tenant, now)
+        classes = expiring_classes(self.schema)
+        counts = [count_expired(tenant, name, ttl, now) for name, (ttl, _) in classes.items()]
+        total = sum(self.read(c.query, c.params)[0]["n"] for c in counts)
+        for name, (ttl, also_remove) in classes.items():
+            while True:
+                removed = self._write(lambda: purge_batch(tenant, name, ttl, also_remove, now))
+                report.facts[name] = report.facts.get(name, 0) + removed["facts"]
+                report.values += removed["values"]
+                report.episodes += removed["episodes"]
+                if on_progress is not None:
+                    on_progress(report.total_facts, total)
+                if removed["facts"] < BATCH:
+                    break
+        return report
 
     def forget(self, tenant: str, subject: str) -> ForgetReport:
         """Erase ``subject`` in one transaction and leave a tombstone (see ``forget``)."""

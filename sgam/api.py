@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from sgam.graph.errors import InvalidDelta
 from sgam.graph.forget import ForgetReport
+from sgam.graph.retention import PurgeReport
 from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.store import AsyncStore, Clock, Store
@@ -219,6 +220,13 @@ class MemoryGraph(_Queries):
         now are refused.
         """
         return self.store.forget(self._tenant(tenant), subject)
+
+    def purge(self, tenant: str, *, now: datetime | None = None,
+              on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
+        """Remove facts whose retention class expired (TTL since last confirmation), with what the
+        class says goes with them (orphaned value nodes, uncited episodes); records a PurgeRun."""
+        at = require_aware_arg(now, "now") if now is not None else self.clock()
+        return self.store.purge(self._tenant(tenant), at, on_progress)
 
     def residue(self, tenant: str, subject: str) -> list[dict[str, Any]]:
         """What is left of ``subject`` in ``tenant`` over every label and relationship type."""

@@ -351,6 +351,29 @@ def doctor(
 
 @app.command()
 @friendly
+def purge(
+    tenant: str = typer.Option(..., "--tenant", "-t"),
+    now: str = typer.Option(None, "--now", help="Purge as if at this instant (ISO; default now)"),
+) -> None:
+    """Remove facts whose retention expired, in bounded batches, and report what went."""
+    from sgam.queries.loader import parse_instant
+
+    at = parse_instant(now) if now else None
+    with MemoryGraph.connect() as graph, Progress(
+        TextColumn("purging"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True,
+    ) as progress:
+        task = progress.add_task("purge", total=None)
+        report = graph.purge(tenant, now=at,
+                             on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+    for policy, count in sorted(report.facts.items()):
+        console.print(f"  {policy}: {count} facts removed")
+    console.print(f"purged {report.total_facts} facts, {report.values} value nodes, "
+                  f"{report.episodes} episodes from tenant {tenant!r}")
+
+
+@app.command()
+@friendly
 def forget(
     tenant: str = typer.Option(..., "--tenant", "-t"),
     subject: str = typer.Option(..., "--subject", "-s", help="The entity id to erase"),

@@ -92,7 +92,7 @@ def test_query_list_and_print() -> None:
 def test_every_command_has_help() -> None:
     for args in (["--help"], ["neo4j", "--help"], ["neo4j", "up", "--help"], ["neo4j", "down", "--help"],
                  ["neo4j", "status", "--help"], ["replay", "--help"], ["query", "--help"],
-                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["export", "--help"], ["browser", "--help"],
+                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["export", "--help"], ["purge", "--help"], ["browser", "--help"],
                  ["browser", "help", "--help"], ["browser", "export", "--help"], ["browser", "guide", "--help"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
@@ -142,3 +142,11 @@ def test_forget_and_doctor_commands(env, tenant: str, tmp_path: Path) -> None:
     assert done.exit_code == 0 and "2 episodes deleted" in done.output and "0 kinds left" in done.output
     checked = runner.invoke(app, ["doctor", "-t", tenant, "--forgotten", "mira"])
     assert checked.exit_code == 0 and "nothing left of 'mira'" in checked.output
+
+
+def test_purge_command(env, tenant: str, tmp_path: Path) -> None:
+    assert runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=False))]).exit_code == 0
+    result = runner.invoke(app, ["purge", "-t", tenant, "--now", "2099-01-01"])
+    assert result.exit_code == 0, result.output
+    # passport_deadline is "operational" (365 days): both versions written now are long expired in 2099
+    assert "operational: 3 facts removed" in result.output

@@ -1,0 +1,107 @@
+"""Retention: purge the facts whose retention class has expired (statements; ``store`` runs them).
+
+A fact of a class with ``ttl_days`` expires ``ttl_days`` after it was last confirmed (or recorded,
+if never reconfirmed). A purge removes expired facts in bounded batches, each its own transaction,
+then what the class says goes with them: value nodes no fact points at any more (with their
+embeddings) and episodes no remaining fact cites. Every purge leaves a ``(:PurgeRun)`` record, so
+"expired by retention" stays a queryable state after the rows are gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .schema import Schema
+from .writes import Records, Statement
+
+BATCH = 2000
+
+EXPIRE_BATCH = """
+MATCH (s:Entity {tenant_id: $tenant})-[f]->(o)
+WHERE f.retention_policy = $policy AND f.memory_id IS NOT NULL
+  AND coalesce(f.last_confirmed_at, f.recorded_at) < $cutoff
+WITH f, o LIMIT $batch
+WITH collect(f) AS facts, collect(DISTINCT o) AS ends,
+     collect(DISTINCT f.source_episode_id) AS cited
+FOREACH (f IN facts | DELETE f)
+RETURN size(facts) AS removed, [o IN ends WHERE o:Value | elementId(o)] AS values, cited
+"""
+
+COUNT_EXPIRED = """
+MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+WHERE f.retention_policy = $policy AND f.memory_id IS NOT NULL
+  AND coalesce(f.last_confirmed_at, f.recorded_at) < $cutoff
+RETURN count(f) AS n
+"""
+
+DROP_ORPHAN_VALUES = """
+UNWIND $values AS id
+MATCH (v:Value) WHERE elementId(v) = id AND NOT EXISTS { ()-[]->(v) }
+DETACH DELETE v
+RETURN count(*) AS removed
+"""
+
+# An episode is still needed while a fact about an entity it mentions cites it.
+DROP_ORPHAN_EPISODES = """
+UNWIND $episodes AS id
+MATCH (ep:Episode {tenant_id: $tenant, id: id})
+WHERE NOT EXISTS {
+  MATCH (ep)-[:MENTIONS]->(:Entity)-[g]->()
+  WHERE g.source_episode_id = ep.id OR ep.id IN coalesce(g.support_episodes, [])
+}
+DETACH DELETE ep
+RETURN count(*) AS removed
+"""
+
+RECORD_RUN = """
+CREATE (:PurgeRun {tenant_id: $tenant, at: $now, policy: $policy, cutoff: $cutoff,
+                   facts: $facts, values: $values, episodes: $episodes})
+"""
+
+
+@dataclass
+class PurgeReport:
+    """What one purge removed, per retention class."""
+
+    tenant_id: str
+    now: datetime
+    facts: dict[str, int] = field(default_factory=dict)
+    values: int = 0
+    episodes: int = 0
+
+    @property
+    def total_facts(self) -> int:
+        return sum(self.facts.values())
+
+
+def expiring_classes(schema: Schema) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Retention classes that can expire: name -> (ttl_days, also_remove)."""
+    return {name: (spec.ttl_days, spec.also_remove)
+            for name, spec in schema.retention.items() if spec.ttl_days is not None}
+
+
+def count_expired(tenant: str, policy: str, ttl_days: int, now: datetime) -> Statement:
+    """How many facts of ``policy`` a purge at ``now`` would remove (for progress and --dry-run)."""
+    return Statement(COUNT_EXPIRED, {"tenant": tenant, "policy": policy,
+                                     "cutoff": now - timedelta(days=ttl_days)})
+
+
+def purge_batch(tenant: str, policy: str, ttl_days: int, also_remove: tuple[str, ...], now: datetime,
+                batch: int = BATCH) -> Generator[Statement, Records, dict[str, int]]:
+    """One bounded batch for one class, as one transaction; returns what it removed."""
+    cutoff = now - timedelta(days=ttl_days)
+    params: dict[str, Any] = {"tenant": tenant, "policy": policy, "cutoff": cutoff, "batch": batch}
+    [expired] = yield Statement(EXPIRE_BATCH, params)
+    removed = {"facts": expired["removed"], "values": 0, "episodes": 0}
+    if expired["removed"] and "values" in also_remove:
+        [values] = yield Statement(DROP_ORPHAN_VALUES, {"values": expired["values"]})
+        removed["values"] = values["removed"]
+    if expired["removed"] and "episodes" in also_remove:
+        [episodes] = yield Statement(DROP_ORPHAN_EPISODES, {"tenant": tenant, "episodes": expired["cited"]})
+        removed["episodes"] = episodes["removed"]
+    if expired["removed"]:
+        yield Statement(RECORD_RUN, {**params, "now": now, **removed})
+    return removed
