@@ -37,6 +37,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 neo4j_app = typer.Typer(no_args_is_help=True, help="Run the local Neo4j server (no Docker needed).")
 app.add_typer(neo4j_app, name="neo4j")
 browser_app = typer.Typer(no_args_is_help=True, help="Neo4j Browser: style, favourites and guide.")
+schema_app = typer.Typer(no_args_is_help=True, help="Schemas: show one, compare two.")
+app.add_typer(schema_app, name="schema")
 app.add_typer(browser_app, name="browser")
 
 console = Console()
@@ -121,6 +123,47 @@ def neo4j_status(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int 
     console.print(f"  Credentials: {status.credentials_path}")
     if not status.running:
         raise typer.Exit(3)
+
+
+@schema_app.command("show")
+@friendly
+def schema_show(schema: str = typer.Argument("default", help="A shipped schema name or a YAML/JSON file")) -> None:
+    """List a schema's entity types, attributes and retention classes."""
+    from sgam.graph.schema import load_schema
+
+    loaded = load_schema(schema)
+    console.print(f"{loaded.name} v{loaded.version}: entity types {', '.join(loaded.entity_types)}")
+    table = Table(title="attributes", title_justify="left")
+    for column in ("name", "value type", "cardinality", "subjects", "memory type", "retention"):
+        table.add_column(column)
+    for name, spec in sorted(loaded.attributes.items()):
+        kind = f"-> {spec.target}" if spec.value_type == "entity" else spec.value_type
+        table.add_row(name, kind, spec.cardinality.value, ", ".join(spec.subject_types),
+                      spec.memory_type, spec.retention)
+    console.print(table)
+    for name, spec in loaded.retention.items():
+        console.print(f"retention {name}: " + (f"{spec.ttl_days} days" if spec.ttl_days else "permanent"))
+
+
+@schema_app.command("diff")
+@friendly
+def schema_diff(old: str = typer.Argument(...), new: str = typer.Argument(...)) -> None:
+    """What changes from OLD to NEW (names or files); exit 1 if a change needs a migration."""
+    from sgam.graph.schema import load_schema
+    from sgam.graph.schema_diff import diff
+
+    changes = diff(load_schema(old), load_schema(new))
+    if not changes:
+        console.print("no differences")
+        return
+    table = Table(title=f"{old} -> {new}", title_justify="left")
+    for column in ("change", "element", "detail", "needs migration"):
+        table.add_column(column, overflow="fold")
+    for change in changes:
+        table.add_row(change.kind, change.element, change.detail, "yes" if change.breaking else "")
+    console.print(table)
+    if any(change.breaking for change in changes):
+        raise typer.Exit(1)
 
 
 @browser_app.command("help")

@@ -92,7 +92,7 @@ def test_query_list_and_print() -> None:
 def test_every_command_has_help() -> None:
     for args in (["--help"], ["neo4j", "--help"], ["neo4j", "up", "--help"], ["neo4j", "down", "--help"],
                  ["neo4j", "status", "--help"], ["replay", "--help"], ["query", "--help"],
-                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["export", "--help"], ["purge", "--help"], ["browser", "--help"],
+                 ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["export", "--help"], ["purge", "--help"], ["schema", "show", "--help"], ["schema", "diff", "--help"], ["browser", "--help"],
                  ["browser", "help", "--help"], ["browser", "export", "--help"], ["browser", "guide", "--help"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
