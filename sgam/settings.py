@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -48,3 +48,10 @@ class Settings(BaseSettings):
     heap_size: str = "1g"
     pagecache_size: str = "512m"
     start_timeout: float = 120.0
+
+    # The OpenAI-compatible structured-output extractor (sgam.ingest.llm): SGAM_LLM_BASE_URL, ...
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_timeout: float = Field(default=30.0, gt=0)
+    llm_max_retries: int = Field(default=3, ge=0)
