@@ -6,7 +6,8 @@
 2. delete every fact about it in both directions (its own facts, and relation facts pointing at
    it, such as a customer's ``HOLDS`` of a forgotten account), its value nodes and the entity;
 3. delete the episodes that mention only it, and redact those that also mention others (their
-   text is replaced; ids and times stay so other facts keep their provenance);
+   text is replaced; ids and times stay so other facts keep their provenance), and the quarantine
+   entries that name the subject or came from those episodes;
 4. leave ``(:Tombstone {tenant_id, subject, forgotten_at})``: the write path refuses facts about
    the subject justified by an episode that occurred before it was forgotten, so re-extracting
    an old episode cannot bring it back.
@@ -63,6 +64,13 @@ MATCH (ep:Episode {tenant_id: $tenant, id: id})
 SET ep.content = $redacted, ep.redacted_at = $now, ep.embedding = null
 """
 
+# Refused candidates naming the subject, or from an episode deleted or redacted here.
+DELETE_QUARANTINE = """
+MATCH (q:Quarantine {tenant_id: $tenant})
+WHERE $subject IN coalesce(q.subjects, []) OR q.episode_id IN $only + $shared
+DETACH DELETE q
+"""
+
 TOMBSTONE = """
 MERGE (t:Tombstone {tenant_id: $tenant, subject: $subject})
 SET t.forgotten_at = $now, t.episodes_deleted = size($only), t.episodes_redacted = size($shared)
@@ -93,5 +101,6 @@ def forget_steps(tenant: str, subject: str, now: datetime) -> Generator[Statemen
     yield Statement(DELETE_FACTS, params)
     yield Statement(DELETE_EPISODES, params)
     yield Statement(REDACT_EPISODES, params)
+    yield Statement(DELETE_QUARANTINE, params)
     yield Statement(TOMBSTONE, params)
     return ForgetReport(tenant, subject, tuple(only), tuple(shared), now)

@@ -64,6 +64,20 @@ TOMBSTONES = Migration(
     ),
 )
 
+# The ingest path: episodes deduplicated by content (graph/episodes.py; a new property, so episodes
+# recorded before it cannot make the constraint fail), the queue the worker claims from, quarantine.
+INGEST = Migration(
+    "0004-ingest-queue-quarantine",
+    (
+        "CREATE CONSTRAINT sgam_episode_dedupe IF NOT EXISTS "
+        "FOR (e:Episode) REQUIRE (e.tenant_id, e.dedupe_key) IS UNIQUE",
+        "CREATE INDEX sgam_episode_status IF NOT EXISTS FOR (e:Episode) ON (e.status)",
+        "CREATE CONSTRAINT sgam_quarantine_key IF NOT EXISTS "
+        "FOR (q:Quarantine) REQUIRE (q.tenant_id, q.id) IS UNIQUE",
+        "CREATE INDEX sgam_quarantine_tenant IF NOT EXISTS FOR (q:Quarantine) ON (q.tenant_id)",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -101,7 +115,7 @@ def fact_type_migration(rel_type: str) -> Migration:
 def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = sorted({schema.rel_type(name) for name in schema.attributes})
-    return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES]
+    return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -48,6 +48,29 @@ def check_tenant(value: str) -> str:
     return value
 
 
+MAX_EPISODE_BYTES = 100_000
+"""The largest episode content accepted: 100 kB of UTF-8 (split longer documents into parts)."""
+
+
+def check_content(value: str) -> str:
+    """Validate episode content: not blank, at most :data:`MAX_EPISODE_BYTES` of UTF-8."""
+    if not value.strip():
+        raise ValueError("episode content is empty: there is nothing to remember")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"episode content is not valid Unicode text (a lone surrogate at character {exc.start}); "
+            "decode the source with its real encoding"
+        ) from None
+    if size > MAX_EPISODE_BYTES:
+        raise ValueError(
+            f"episode content is {size} bytes of UTF-8, over the {MAX_EPISODE_BYTES}-byte limit: "
+            "split the document into smaller episodes"
+        )
+    return value
+
+
 def check_id(value: str, field: str = "id") -> str:
     """Validate an entity or episode id: 1-128 printable characters without spaces or quotes."""
     if not isinstance(value, str) or not _ID_RE.match(value):
@@ -92,7 +115,7 @@ class Episode(_Model):
 
     tenant_id: str
     id: str
-    content: str = Field(min_length=1)
+    content: str
     occurred_at: datetime
     kind: EpisodeKind = EpisodeKind.MESSAGE
     actor: str = Field(default="unknown", min_length=1, max_length=200)
@@ -100,6 +123,7 @@ class Episode(_Model):
 
     _tenant = field_validator("tenant_id")(classmethod(lambda cls, v: check_tenant(v)))
     _id = field_validator("id")(classmethod(lambda cls, v: check_id(v, "episode id")))
+    _content = field_validator("content")(classmethod(lambda cls, v: check_content(v)))
 
     @field_validator("occurred_at")
     @classmethod

@@ -8,13 +8,14 @@ Reads run in READ access mode: the server refuses a write attempted through them
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
+from .episodes import Recorded, record_steps
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
 from .forget import ForgetReport, forget_steps
 from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purge_batch
@@ -24,46 +25,15 @@ from .schema import Schema
 from .writes import BatchResult, Records, Statement, WriteSteps, prepare, write_steps
 
 Clock = Callable[[], datetime]
-
-RECORD_EPISODES = """
-UNWIND $episodes AS ep
-MERGE (e:Episode {tenant_id: ep.tenant_id, id: ep.id})
-  ON CREATE SET e += ep, e.recorded_at = $now, e.status = 'recorded'
-RETURN ep.id AS id, e.content_hash = ep.content_hash AS same, e.recorded_at = $now AS created
-"""
+T = TypeVar("T")
 
 INDEX_TIMEOUT_S = 300
 
 # Label by label, so each scan uses the tenant's index; batched so a big tenant cannot exhaust memory.
 DELETE_TENANT = tuple(
     f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-    for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun")
+    for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine")
 )
-
-
-def episode_params(episode: Episode) -> dict[str, Any]:
-    return {
-        "tenant_id": episode.tenant_id,
-        "id": episode.id,
-        "content": episode.content,
-        "kind": episode.kind.value,
-        "actor": episode.actor,
-        "session_id": episode.session_id,
-        "occurred_at": episode.occurred_at,
-        "content_hash": episode.content_hash,
-    }
-
-
-def _check_episodes(records: Records, episodes: Sequence[Episode]) -> dict[str, str]:
-    outcome: dict[str, str] = {}
-    for record in records:
-        if not record["same"]:
-            raise Conflict(
-                f"episode {record['id']!r} of tenant {episodes[0].tenant_id!r} is already recorded with "
-                "different content: episode ids are permanent; give the new episode a new id"
-            )
-        outcome[record["id"]] = "created" if record["created"] else "existing"
-    return outcome
 
 
 @contextlib.contextmanager
@@ -114,12 +84,6 @@ async def _adrive(tx: Any, steps: WriteSteps) -> Any:
         return stop.value
 
 
-def _recording(statement: Statement, episodes: Sequence[Episode]) -> WriteSteps:
-    """Record episodes; a conflicting id raises inside the transaction, so nothing is written."""
-    records = yield statement
-    return _check_episodes(records, episodes)  # type: ignore[return-value]
-
-
 def _single(statement: Statement) -> WriteSteps:
     records = yield statement
     return records  # type: ignore[return-value]
@@ -139,11 +103,6 @@ class _Base:
         if atomic and rejected:
             raise rejected[0].error  # type: ignore[misc]
         return lambda: write_steps(ready, rejected, self.schema, self.clock, atomic)
-
-    def _episodes(self, episodes: Sequence[Episode]) -> Statement:
-        return Statement(
-            RECORD_EPISODES, {"episodes": [episode_params(e) for e in episodes], "now": self.clock()}
-        )
 
 
 class Store(_Base):
@@ -236,11 +195,19 @@ class Store(_Base):
         """Erase ``subject`` in one transaction and leave a tombstone (see ``forget``)."""
         return self._write(lambda: forget_steps(tenant, subject, self.clock()))
 
-    def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
-        """Store raw episodes (idempotent per id); returns ``{id: "created" | "existing"}``."""
+    def transact(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+        """Drive a statement generator in one write transaction (re-run whole on a transient error)."""
+        return self._write(make_steps)  # type: ignore[arg-type]
+
+    def record(self, episodes: Sequence[Episode], status: str = "recorded") -> list[Recorded]:
+        """Store raw episodes, deduplicated by content hash per tenant (see ``graph.episodes``)."""
         if not episodes:
-            return {}
-        return self._write(lambda: _recording(self._episodes(episodes), episodes))
+            return []
+        return self._write(lambda: record_steps(episodes, self.clock(), status))  # type: ignore[arg-type]
+
+    def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
+        """Store raw episodes; returns ``{id: "created" | "existing" | "duplicate"}``."""
+        return {r.id: r.outcome for r in self.record(episodes)}
 
     def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
         """Reconcile and persist ``deltas`` in one transaction."""
@@ -282,10 +249,16 @@ class AsyncStore(_Base):
     async def run_write(self, query: str, params: dict[str, Any]) -> Records:
         return await self._write(lambda: _single(Statement(query, params)))
 
-    async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
+    async def transact(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+        return await self._write(make_steps)  # type: ignore[arg-type]
+
+    async def record(self, episodes: Sequence[Episode], status: str = "recorded") -> list[Recorded]:
         if not episodes:
-            return {}
-        return await self._write(lambda: _recording(self._episodes(episodes), episodes))
+            return []
+        return await self._write(lambda: record_steps(episodes, self.clock(), status))  # type: ignore[arg-type]
+
+    async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
+        return {r.id: r.outcome for r in await self.record(episodes)}
 
     async def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
         return await self._write(self._batch(deltas, atomic))

@@ -1,9 +1,51 @@
 """sgam.ingest: the write path from episodes to validated, reconciled deltas.
 
-``replay`` reads JSONL files of episodes with their structured deltas (the agent-given extractor);
-model-based extraction and the background worker build on the same path.
+``episodes`` builds episodes from messages, tool results, business events and documents;
+``pipeline`` records them, runs the extractors (``StructuredDeltas`` given by agents, the
+``events`` mapping from ``graph/schemas/events.yaml``, model-based ones behind the ``extract``
+protocol), writes what validates and quarantines the rest (``quarantine``); ``queue`` and
+``worker`` process episodes in the background from a queue kept in Neo4j; ``replay`` reads JSONL
+files of episodes with their structured deltas.
 """
 
+from .events import EventMapper, EventRules, load_event_rules
+from .extract import Extractor, implied_fields
+from .pipeline import (
+    IngestReport,
+    QuarantineReplay,
+    StructuredDeltas,
+    default_extractors,
+    ingest,
+    list_quarantine,
+    replay_quarantine,
+    submit,
+)
+from .quarantine import QuarantineEntry
 from .replay import LineError, ReplayLine, ReplaySummary, parse_line, parse_lines, replay
+from .worker import Worker, WorkerOptions, WorkerStats
 
-__all__ = ["LineError", "ReplayLine", "ReplaySummary", "parse_line", "parse_lines", "replay"]
+__all__ = [
+    "EventMapper",
+    "EventRules",
+    "Extractor",
+    "IngestReport",
+    "LineError",
+    "QuarantineEntry",
+    "QuarantineReplay",
+    "ReplayLine",
+    "ReplaySummary",
+    "StructuredDeltas",
+    "Worker",
+    "WorkerOptions",
+    "WorkerStats",
+    "default_extractors",
+    "implied_fields",
+    "ingest",
+    "list_quarantine",
+    "load_event_rules",
+    "parse_line",
+    "parse_lines",
+    "replay",
+    "replay_quarantine",
+    "submit",
+]

@@ -68,6 +68,8 @@ class ReplaySummary:
 class Writer(Protocol):
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]: ...
 
+    def record_episode(self, episode: Episode) -> Episode: ...
+
     def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                    batch_size: int = ...) -> BatchResult: ...
 
@@ -147,22 +149,37 @@ def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
     """Record the chunk's episodes; lines whose episode id clashes are rejected, the rest kept."""
     episodes = list({(line.episode.tenant_id, line.episode.id): line.episode for line in chunk}.values())
     try:
-        writer.record_episodes(episodes)
+        outcomes = writer.record_episodes(episodes)
         summary.episodes += len(episodes)
-        return chunk
+        return _cite_stored(writer, chunk, outcomes)
     except Conflict:
         if atomic:
             raise
     kept = []
+    outcomes = {}
     for line in chunk:
         try:
-            writer.record_episodes([line.episode])
+            outcomes.update(writer.record_episodes([line.episode]))
         except Conflict as exc:
             summary.errors.append(LineError(line.number, str(exc)))
             continue
         summary.episodes += 1
         kept.append(line)
-    return kept
+    return _cite_stored(writer, kept, outcomes)
+
+
+def _cite_stored(writer: Writer, lines: Sequence[ReplayLine], outcomes: dict[str, str]) -> list[ReplayLine]:
+    """Deltas of a line whose episode duplicates a stored one (same content hash) cite that one."""
+    out = []
+    for line in lines:
+        stored = (writer.record_episode(line.episode).id
+                  if outcomes.get(line.episode.id) == "duplicate" else line.episode.id)
+        if stored != line.episode.id:
+            line = ReplayLine(line.number, line.episode, tuple(
+                d.model_copy(update={"source_episode_id": stored})
+                if d.source_episode_id == line.episode.id else d for d in line.deltas))
+        out.append(line)
+    return out
 
 
 def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,

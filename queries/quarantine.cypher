@@ -1,12 +1,15 @@
 // name: quarantine
-// doc: Quarantine contents: candidates the write path refused, with the reason and the episode they came from, newest first.
+// doc: Quarantine contents: candidates the write path refused, with the reason, the stage that refused them (extract, validate, write) and the episode they came from, newest first.
 // param: tenant string  the tenant id
 // param: episode string?  one source episode id, or null for every episode
 // param: since datetime?  only entries created at or after this instant; null = all
-// example: :param {tenant: 'demo', episode: null, since: null}
+// param: status string?  open (not written yet) or resolved (written by a replay); null = both
+// example: :param {tenant: 'demo', episode: null, since: null, status: 'open'}
 MATCH (q:Quarantine {tenant_id: $tenant})
 WHERE ($episode IS NULL OR q.episode_id = $episode)
   AND ($since IS NULL OR q.created_at >= $since)
-RETURN q.id AS id, q.created_at AS created_at, q.episode_id AS episode, q.reason AS reason,
-       q.candidate AS candidate
+  AND ($status IS NULL OR q.status = $status)
+RETURN q.id AS id, q.created_at AS created_at, q.status AS status, q.episode_id AS episode,
+       q.extractor AS extractor, q.stage AS stage, q.reason AS reason, q.error AS error,
+       q.candidate AS candidate, q.attempts AS attempts, q.resolved_at AS resolved_at
 ORDER BY created_at DESC, id

@@ -5,7 +5,8 @@
 // example: :param {tenant: 'demo', subject: 'mira'}
 CALL () {
   MATCH (n) WHERE n.tenant_id = $tenant AND NOT n:Tombstone
-    AND (n.id = $subject OR n.subject = $subject OR n.key STARTS WITH $subject + '|')
+    AND (n.id = $subject OR n.subject = $subject OR n.key STARTS WITH $subject + '|'
+         OR $subject IN coalesce(n.subjects, []))
   RETURN 'node ' + labels(n)[0] AS kind, count(n) AS n
   UNION ALL
   MATCH ()-[r]->() WHERE r.tenant_id = $tenant AND (r.subject = $subject OR r.value = $subject)

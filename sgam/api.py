@@ -23,6 +23,17 @@ from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, check_ten
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
+from sgam.ingest.episodes import episode_from_fields
+from sgam.ingest.extract import Extractor
+from sgam.ingest.pipeline import (
+    IngestReport,
+    QuarantineReplay,
+    default_extractors,
+    list_quarantine,
+    replay_quarantine,
+    submit,
+)
+from sgam.ingest.quarantine import QuarantineEntry
 from sgam.queries.context import Context, context_steps
 from sgam.queries.embeddings import Embedder, EmbedReport, arun_steps, backfill_steps, require_embedder, run_steps
 from sgam.queries.loader import get_query
@@ -233,13 +244,42 @@ class MemoryGraph(_Queries):
         return self.query("residue", tenant=self._tenant(tenant), subject=subject)
 
     def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
-        """Store a raw episode before anything is extracted from it (idempotent per id)."""
-        episode = episode or _build(Episode, fields)
-        self.store.record_episodes([episode])
-        return episode
+        """Store a raw episode before anything is extracted from it; returns it under its stored id.
+
+        Idempotent per id; an episode whose content hash the tenant already holds is not stored
+        again and comes back with the existing episode's id (``graph.episodes``). ``speaker`` may
+        stand for ``actor``; without an ``id``, one is derived from the content hash.
+        """
+        episode = episode or episode_from_fields(fields)
+        [recorded] = self.store.record([episode])
+        return episode if recorded.stored_id == episode.id else episode.model_copy(
+            update={"id": recorded.stored_id})
 
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
         return self.store.record_episodes(episodes)
+
+    def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
+               extractors: Sequence[Extractor] | None = None, remember: bool = False,
+               **fields: Any) -> IngestReport:
+        """Record an episode and run the ingest pipeline on it (``sgam.ingest.pipeline``).
+
+        Real time when the agent gives ``deltas``, says ``remember=True`` or the message starts
+        with "remember": written before this returns. Anything else is queued for ``sgam worker``
+        (``report.queued``). ``extractors`` default to the event mapping; candidates that fail
+        validation go to the quarantine (``report.quarantined``).
+        """
+        episode = episode or episode_from_fields(fields)
+        chosen = default_extractors(self.schema) if extractors is None else extractors
+        return submit(self, episode, chosen, deltas=deltas, remember=remember)
+
+    def quarantine(self, tenant: str, *, status: str | None = "open") -> list[QuarantineEntry]:
+        """Refused candidates of ``tenant``, oldest first (``status``: open, resolved or None)."""
+        return list_quarantine(self, self._tenant(tenant), status=status)
+
+    def replay_quarantine(self, tenant: str, extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
+        """Re-validate open quarantine entries against the current schema; write those that pass."""
+        chosen = default_extractors(self.schema) if extractors is None else extractors
+        return replay_quarantine(self, self._tenant(tenant), chosen)
 
     def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """Validate, reconcile and persist one delta; raises the error if it is rejected."""
@@ -359,9 +399,10 @@ class AsyncMemoryGraph(_Queries):
         await self.close()
 
     async def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
-        episode = episode or _build(Episode, fields)
-        await self.store.record_episodes([episode])
-        return episode
+        episode = episode or episode_from_fields(fields)
+        [recorded] = await self.store.record([episode])
+        return episode if recorded.stored_id == episode.id else episode.model_copy(
+            update={"id": recorded.stored_id})
 
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         return (await self.store.write([delta or _build(MemoryDelta, fields)], atomic=True)).results[0]

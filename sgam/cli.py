@@ -8,6 +8,8 @@
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
     sgam demo                      the seed example, side by side with a naive text memory
     sgam bench                     the write/read baseline benchmark
+    sgam ingest FILE... -t T       record episodes, process them now or queue them
+    sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
 """
 
 from __future__ import annotations
@@ -510,6 +512,12 @@ def bench(
     from . import bench as bench_module
 
     bench_module.main(facts=facts, subjects=subjects, lookups=lookups, seed=seed, out_dir=out_dir)
+
+
+# ingest, worker, queue and quarantine live in their own module; it gets the helpers above.
+from .ingest_cli import register as _register_ingest  # noqa: E402
+
+_register_ingest(app, friendly, console, err, _instant, _print_table)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,9 +27,9 @@ def test_no_read_crosses_tenants(graph: MemoryGraph, data) -> None:
     deltas = []
     for index, (side, subject, city, day) in enumerate(data):
         tenant = tenants[side]
-        eid = f"e{index}"
-        graph.record_episode(tenant_id=tenant, id=eid, content=f"{subject} lives in {city}",
-                             occurred_at=EPOCH + timedelta(days=day))
+        # The same statement twice is one episode (deduplicated by content): cite the stored id.
+        eid = graph.record_episode(tenant_id=tenant, id=f"e{index}", content=f"{subject} lives in {city}",
+                                   occurred_at=EPOCH + timedelta(days=day)).id
         subject_type = "Person" if subject == "mira" else "Customer"
         attribute = "home_city" if subject == "mira" else "address"
         deltas.append(MemoryDelta(tenant_id=tenant, subject=subject, attribute=attribute, value=city,

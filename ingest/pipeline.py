@@ -1,0 +1,410 @@
+"""The ingest pipeline: episode -> extractors -> validated candidates -> ``write_many`` | quarantine.
+
+:func:`ingest` does it all now, in this order:
+
+1. record the raw episode first (deduplicated by content hash: a duplicate is processed under the
+   id it is already stored as), so nothing said is lost if a later step fails;
+2. link it to the known entities it mentions (entity ids that appear in its text) and read their
+   current values, which every extractor gets to compare against;
+3. run each extractor; a terminal :class:`~sgam.graph.errors.ExtractionError` is quarantined
+   (stage ``extract``), a transient one is raised for the caller or worker to retry;
+4. fill each candidate's implied fields from the episode (:func:`~sgam.ingest.extract.implied_fields`)
+   and validate it as a :class:`~sgam.graph.models.MemoryDelta` (stage ``validate``);
+5. write the valid ones through ``write_many``, the same path as every other write; whatever
+   the schema or reconciliation refuses is quarantined with the reason (stage ``write``);
+6. mark the episode ``done``.
+
+Candidates must cite their own episode and tenant. Everything is idempotent: processing an episode
+again writes nothing new (delta keys) and stores no second quarantine entry (entry ids).
+
+:func:`submit` is the real-time / background switch: an agent's direct deltas, ``remember=True``
+or a message that starts with "remember" are processed now (readable by the very next call);
+anything else is queued for ``sgam worker`` (:mod:`sgam.ingest.worker`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from sgam.graph.episodes import Recorded
+from sgam.graph.errors import ExtractionError
+from sgam.graph.models import Episode, EpisodeKind, MemoryDelta
+from sgam.graph.schema import Schema
+from sgam.graph.writes import BatchResult, Records, Statement, native
+
+from . import quarantine as q
+from .extract import CurrentState, Extractor, RawCandidate, implied_fields
+
+PROVENANCE_KEYS = frozenset({"evidence", "decision"})
+"""Keys an extractor may add for provenance (kept in the quarantine, not part of a delta)."""
+
+MAX_MENTION_TOKENS = 5000
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}")
+_EXPLICIT = re.compile(r"^\W*(please\s+)?remember\b", re.IGNORECASE)
+
+LINK_AND_READ = """
+MATCH (ep:Episode {tenant_id: $tenant, id: $episode})
+UNWIND $ids AS id
+MATCH (e:Entity {tenant_id: $tenant, id: id})
+MERGE (ep)-[:MENTIONS]->(e)
+WITH e
+OPTIONAL MATCH (e)-[f]->()
+WHERE f.memory_id IS NOT NULL AND f.expired_at IS NULL AND f.status = 'confirmed'
+  AND f.valid_from <= $now AND (f.valid_to IS NULL OR $now < f.valid_to)
+RETURN e.id AS subject, f.attribute AS attribute, f.value AS value
+ORDER BY subject, attribute, value
+"""
+
+MARK_DONE = """
+MATCH (e:Episode {tenant_id: $tenant, id: $episode})
+WHERE e.status IN ['recorded', 'pending', 'failed']
+SET e.status = 'done', e.processed_at = $now, e.written = $written, e.quarantined = $quarantined
+"""
+
+READ_EPISODE = """
+MATCH (e:Episode {tenant_id: $tenant, id: $episode})
+RETURN e {.tenant_id, .id, .content, .kind, .actor, .session_id, .occurred_at} AS episode
+"""
+
+
+class Graph(Protocol):
+    """What the pipeline needs of :class:`sgam.MemoryGraph`."""
+
+    schema: Schema
+    store: Any
+
+    def clock(self) -> datetime: ...
+
+    def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False) -> BatchResult: ...
+
+    def query(self, name: str, **params: Any) -> list[dict[str, Any]]: ...
+
+
+class StructuredDeltas:
+    """The extractor for deltas an agent gives directly (no model): they are the candidates.
+
+    Each delta is a mapping of :class:`~sgam.graph.models.MemoryDelta` fields (or a MemoryDelta);
+    fields it leaves out are inherited from the episode.
+    """
+
+    name = "structured"
+
+    def __init__(self, deltas: Iterable[Mapping[str, Any] | MemoryDelta]) -> None:
+        self.deltas = [d.model_dump(exclude_unset=True) if isinstance(d, MemoryDelta) else d
+                       for d in deltas]
+
+    def extract(self, episode: Episode, current: CurrentState) -> Sequence[RawCandidate]:
+        return [dict(d) if isinstance(d, Mapping) else d for d in self.deltas]  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What ingesting one episode did."""
+
+    tenant_id: str
+    episode_id: str
+    """The id the episode is stored under (the existing one for a duplicate)."""
+    recorded: str
+    """``created``, ``existing`` or ``duplicate``."""
+    queued: bool = False
+    candidates: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    memory_ids: tuple[str, ...] = ()
+    quarantined: tuple[q.QuarantineEntry, ...] = ()
+    mentions: tuple[str, ...] = ()
+
+    @property
+    def written(self) -> int:
+        return sum(n for k, n in self.outcomes.items() if k != "unchanged")
+
+    @property
+    def unchanged(self) -> int:
+        return self.outcomes["unchanged"]
+
+
+def default_extractors(schema: Schema) -> list[Extractor]:
+    """The extractors that need no model: the shipped event mapping, checked against ``schema``."""
+    from .events import EventMapper, load_event_rules
+
+    return [EventMapper(load_event_rules(), schema=schema)]
+
+
+def is_explicit_memory(episode: Episode) -> bool:
+    """A message that asks to be remembered ("Remember that ...", "please remember: ...")."""
+    return episode.kind is EpisodeKind.MESSAGE and bool(_EXPLICIT.match(episode.content))
+
+
+def mention_tokens(text: str) -> list[str]:
+    """Distinct id-like tokens of ``text`` (trailing punctuation dropped), capped, sorted."""
+    tokens = {t.rstrip(".:-") for t in _TOKEN.findall(text)}
+    return sorted(t for t in tokens if t)[:MAX_MENTION_TOKENS]
+
+
+def _link_steps(episode: Episode, now: datetime) -> Generator[Statement, Records, tuple[list[str], dict]]:
+    rows = yield Statement(LINK_AND_READ, {"tenant": episode.tenant_id, "episode": episode.id,
+                                           "ids": mention_tokens(episode.content), "now": now})
+    mentions: list[str] = []
+    current: dict[tuple[str, str], Any] = {}
+    for row in rows:
+        if row["subject"] not in mentions:
+            mentions.append(row["subject"])
+        if row["attribute"] is not None:
+            key = (row["subject"], row["attribute"])
+            value = native(row["value"])
+            current[key] = [*current[key], value] if key in current else value
+    return mentions, current
+
+
+def _done_steps(episode: Episode, now: datetime, written: int,
+                quarantined: int) -> Generator[Statement, Records, None]:
+    yield Statement(MARK_DONE, {"tenant": episode.tenant_id, "episode": episode.id, "now": now,
+                                "written": written, "quarantined": quarantined})
+
+
+def record(graph: Graph, episode: Episode, *, queue: bool = False) -> tuple[Episode, Recorded]:
+    """Store the raw episode; returns it under its stored id, and what recording did."""
+    [recorded] = graph.store.record([episode], "pending" if queue else "recorded")
+    if recorded.stored_id != episode.id:
+        episode = episode.model_copy(update={"id": recorded.stored_id})
+    return episode, recorded
+
+
+def ingest(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (), *,
+           deltas: Iterable[Mapping[str, Any] | MemoryDelta] = ()) -> IngestReport:
+    """Record ``episode`` and process it now (see the module docstring); ``deltas`` are the
+    agent's own candidates (the :class:`StructuredDeltas` extractor)."""
+    given = episode.id
+    episode, recorded = record(graph, episode)
+    extractors = list(extractors)
+    deltas = list(deltas)
+    if deltas:
+        extractors.insert(0, StructuredDeltas(_renamed(deltas, given, episode.id)))
+    return process(graph, episode, extractors, recorded=recorded.outcome)
+
+
+def submit(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (), *,
+           deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (), remember: bool = False) -> IngestReport:
+    """Process now (direct deltas, ``remember``, or an explicit "remember ..." message) or queue."""
+    deltas = list(deltas)
+    if deltas or remember or is_explicit_memory(episode):
+        return ingest(graph, episode, extractors, deltas=deltas)
+    stored, recorded = record(graph, episode, queue=True)
+    return IngestReport(stored.tenant_id, stored.id, recorded.outcome, queued=True)
+
+
+def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
+            recorded: str = "existing", mark_done: bool = True) -> IngestReport:
+    """Run steps 2-6 on an episode that is already stored under ``episode.id``."""
+    now = graph.clock()
+    mentions, current = graph.store.transact(lambda: _link_steps(episode, now))
+    entries: list[q.QuarantineEntry] = []
+    candidates: list[tuple[str, RawCandidate]] = []
+    for extractor in extractors:
+        try:
+            raw = list(extractor.extract(episode, current))
+        except ExtractionError as exc:
+            if exc.transient:
+                raise
+            entries.append(_extract_entry(episode, extractor.name, exc))
+            continue
+        candidates.extend((extractor.name, c) for c in raw)
+    valid, refused = validate(episode, candidates)
+    entries.extend(refused)
+    result, write_refused = write(graph, episode, valid)
+    entries.extend(write_refused)
+    graph.store.transact(lambda: q.store_steps(entries, now))
+    report = IngestReport(
+        episode.tenant_id, episode.id, recorded, candidates=len(candidates),
+        outcomes=Counter(r.outcome for r in result.results if r.ok),
+        memory_ids=tuple(m for r in result.results for m in r.memory_ids),
+        quarantined=tuple(entries), mentions=tuple(mentions),
+    )
+    if mark_done:
+        graph.store.transact(lambda: _done_steps(episode, now, report.written, len(entries)))
+    return report
+
+
+def _extract_entry(episode: Episode, extractor: str, exc: ExtractionError) -> q.QuarantineEntry:
+    """An extractor's refusal; a model's raw answer and findings (``raw``, ``problems``) are kept."""
+    raw = getattr(exc, "raw", None)
+    problems = list(getattr(exc, "problems", ()) or ())
+    candidate = {"raw": raw, "problems": problems} if raw is not None or problems else None
+    return q.entry(episode.tenant_id, episode.id, extractor, "extract", str(exc), type(exc).__name__,
+                   candidate)
+
+
+def _renamed(deltas: list[Mapping[str, Any] | MemoryDelta], given: str, stored: str) -> list[Any]:
+    """Deltas that cite the id a duplicate was given cite the id it is stored under instead."""
+    if given == stored:
+        return deltas
+    out = []
+    for d in deltas:
+        data = d.model_dump(exclude_unset=True) if isinstance(d, MemoryDelta) else dict(d)
+        if data.get("source_episode_id") == given:
+            data["source_episode_id"] = stored
+        out.append(data)
+    return out
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'candidate'}: {e['msg']}"
+                     for e in exc.errors())
+
+
+def validate(episode: Episode, candidates: Sequence[tuple[str, Any]]
+             ) -> tuple[list[tuple[str, dict[str, Any], MemoryDelta]], list[q.QuarantineEntry]]:
+    """Fill implied fields and validate; returns ``(extractor, candidate, delta)`` triples and the
+    entries for candidates that are not valid deltas."""
+    valid = []
+    refused = []
+    implied = implied_fields(episode)
+    for extractor, raw in candidates:
+        if not isinstance(raw, Mapping):
+            refused.append(q.entry(episode.tenant_id, episode.id, extractor, "validate",
+                                   f"a candidate must be an object of delta fields, got {type(raw).__name__}",
+                                   "InvalidDelta", raw))
+            continue
+        candidate = {**implied, **raw}
+        reason = _foreign(episode, candidate)
+        if reason is None:
+            try:
+                delta = MemoryDelta.model_validate(
+                    {k: v for k, v in candidate.items() if k not in PROVENANCE_KEYS})
+            except ValidationError as exc:
+                reason = f"not a valid delta: {_problems(exc)}"
+        if reason is not None:
+            refused.append(q.entry(episode.tenant_id, episode.id, extractor, "validate", reason,
+                                   "InvalidDelta", candidate))
+            continue
+        valid.append((extractor, candidate, delta))
+    return valid, refused
+
+
+def _foreign(episode: Episode, candidate: Mapping[str, Any]) -> str | None:
+    if candidate.get("tenant_id") != episode.tenant_id:
+        return (f"a candidate from episode {episode.id!r} must stay in tenant {episode.tenant_id!r}, "
+                f"not {candidate.get('tenant_id')!r}")
+    if candidate.get("source_episode_id") != episode.id:
+        return (f"a candidate from episode {episode.id!r} must cite it as source_episode_id, "
+                f"not {candidate.get('source_episode_id')!r}")
+    return None
+
+
+def write(graph: Graph, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]]
+          ) -> tuple[BatchResult, list[q.QuarantineEntry]]:
+    """Write the deltas through ``write_many``; the refused ones become quarantine entries."""
+    if not valid:
+        return BatchResult(()), []
+    result = graph.write_many([delta for _, _, delta in valid])
+    refused = [
+        q.entry(episode.tenant_id, episode.id, valid[r.index][0], "write", r.message,
+                type(r.error).__name__, valid[r.index][1])
+        for r in result.rejected
+    ]
+    return result, refused
+
+
+# -- the quarantine, replayed ------------------------------------------------------------------
+
+
+@dataclass
+class QuarantineReplay:
+    """What a replay did: entries now written (``resolved``), still refused (``failing``, with the
+    new reason), or left alone because their extractor was not given (``skipped``)."""
+
+    resolved: list[str] = field(default_factory=list)
+    failing: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    new_entries: list[q.QuarantineEntry] = field(default_factory=list)
+
+
+def list_quarantine(graph: Graph, tenant: str, *, status: str | None = "open",
+                    episode: str | None = None) -> list[q.QuarantineEntry]:
+    """Quarantine entries of ``tenant``, oldest first (``status=None`` lists every entry)."""
+    rows = graph.query("quarantine", tenant=tenant, episode=episode, since=None, status=status)
+    return [q.from_record(r, tenant) for r in reversed(rows)]
+
+
+def load_episode(graph: Graph, tenant: str, episode_id: str) -> Episode | None:
+    rows = graph.store.read(READ_EPISODE, {"tenant": tenant, "episode": episode_id})
+    if not rows:
+        return None
+    data = {k: native(v) for k, v in rows[0]["episode"].items() if v is not None}
+    return Episode.model_validate(data)
+
+
+def replay_quarantine(graph: Graph, tenant: str, extractors: Sequence[Extractor] = ()) -> QuarantineReplay:
+    """Re-validate the open entries of ``tenant`` against the current schema and write those that
+    pass, marking them ``resolved``. Entries refused by an extractor (stage ``extract``) are
+    re-extracted when that extractor (by name) is among ``extractors``, e.g. after the event rules
+    changed; the candidates it now yields go through the pipeline (and may be quarantined anew)."""
+    report = QuarantineReplay()
+    entries = list_quarantine(graph, tenant, status="open")
+    _replay_candidates(graph, tenant, [e for e in entries if e.stage != "extract"], report)
+    by_name = {x.name: x for x in extractors}
+    for entry in (e for e in entries if e.stage == "extract"):
+        extractor = by_name.get(entry.extractor)
+        episode = load_episode(graph, tenant, entry.episode_id) if extractor else None
+        if extractor is None or episode is None:
+            report.skipped.append(entry.id)
+            continue
+        again = process(graph, episode, [extractor], mark_done=False)
+        refused = [e for e in again.quarantined if e.stage == "extract"]
+        report.new_entries.extend(e for e in again.quarantined if e.stage != "extract")
+        if any(e.id == entry.id for e in refused):
+            report.failing.append({"id": entry.id, "reason": entry.reason, "error": entry.error})
+            continue
+        report.new_entries.extend(refused)
+        report.resolved.append(entry.id)
+        resolution = (f"superseded by {refused[0].id}" if refused else
+                      f"re-extracted: {again.candidates} candidates, {len(again.quarantined)} quarantined")
+        _mark(graph, tenant, [{"id": entry.id, "memory_ids": list(again.memory_ids),
+                               "resolution": resolution}], [])
+    _mark(graph, tenant, [], report.failing)
+    return report
+
+
+def _mark(graph: Graph, tenant: str, resolved: list[dict[str, Any]], failing: list[dict[str, str]]) -> None:
+    if resolved or failing:
+        graph.store.transact(lambda: q.replayed_steps(tenant, resolved, failing, graph.clock()))
+
+
+def _replay_candidates(graph: Graph, tenant: str, entries: Sequence[q.QuarantineEntry],
+                       report: QuarantineReplay) -> None:
+    ready: list[tuple[q.QuarantineEntry, MemoryDelta]] = []
+    for entry in entries:
+        data = entry.candidate_data()
+        if (not isinstance(data, dict) or data.get("tenant_id") != tenant
+                or data.get("source_episode_id") != entry.episode_id):
+            report.failing.append({"id": entry.id, "reason": entry.reason, "error": entry.error})
+            continue
+        try:
+            ready.append((entry, MemoryDelta.model_validate(
+                {k: v for k, v in data.items() if k not in PROVENANCE_KEYS})))
+        except ValidationError as exc:
+            report.failing.append({"id": entry.id, "reason": f"not a valid delta: {_problems(exc)}",
+                                   "error": "InvalidDelta"})
+    if not ready:
+        return
+    result = graph.write_many([delta for _, delta in ready])
+    resolved = []
+    for r in result.results:
+        entry = ready[r.index][0]
+        if r.ok:
+            report.resolved.append(entry.id)
+            resolved.append({"id": entry.id, "resolution": r.outcome, "memory_ids": list(r.memory_ids)})
+        else:
+            report.failing.append({"id": entry.id, "reason": r.message, "error": type(r.error).__name__})
+    _mark(graph, tenant, resolved, [])
+
+
+__all__ = ["IngestReport", "PROVENANCE_KEYS", "QuarantineReplay", "StructuredDeltas", "default_extractors", "ingest",
+           "is_explicit_memory", "list_quarantine", "load_episode", "mention_tokens", "process",
+           "record", "replay_quarantine", "submit", "validate", "write"]

@@ -1,0 +1,167 @@
+"""The background queue, kept in Neo4j itself: episode ``status`` is the queue (statements only).
+
+    recorded                 stored, not queued (record_episode, replay, real-time writes)
+    pending  --claim-->  claimed (lease_until, claimed_by) --done-->  done
+       ^                    |  transient error: back to pending after a backoff (not_before)
+       +--------------------+  terminal error, or out of attempts: failed (dead letter, error)
+    claimed with an expired lease is claimable again (its worker died or stalled)
+
+A claim is one write transaction: read up to ``3 * limit`` due candidates, oldest first; lock the
+first ``limit`` (in element-id order), then re-check each one in a *new* statement and claim those
+still due; if another worker took some, go on with the next candidates. The re-check must be its own
+statement: within one, Cypher may reuse the property values it read before the lock was granted,
+and two workers would claim the same episode. ``attempts`` counts claims; an expired lease on an
+episode that has used up its attempts dead-letters it instead of handing it out again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sgam.graph.models import Episode
+from sgam.graph.writes import Records, Statement, native
+
+_DUE = """((e.status = 'pending' AND (e.not_before IS NULL OR e.not_before <= $now))
+       OR (e.status = 'claimed' AND e.lease_until <= $now))"""
+
+CANDIDATES = f"""
+MATCH (e:Episode)
+WHERE e.status IN ['pending', 'claimed'] AND ($tenant IS NULL OR e.tenant_id = $tenant)
+  AND {_DUE}
+RETURN elementId(e) AS eid
+ORDER BY e.occurred_at, e.recorded_at
+LIMIT $limit
+"""
+
+LOCK = """
+UNWIND $eids AS eid
+MATCH (e:Episode) WHERE elementId(e) = eid
+SET e._claim_lock = true
+REMOVE e._claim_lock
+"""
+
+DEAD_LETTER_EXPIRED = """
+UNWIND $eids AS eid
+MATCH (e:Episode) WHERE elementId(e) = eid
+  AND e.status = 'claimed' AND e.lease_until <= $now AND e.attempts >= $max_attempts
+SET e.status = 'failed', e.failed_at = $now, e.lease_until = null,
+    e.error = 'lease expired ' + toString(e.attempts) + ' times: its worker crashed or outlived the lease'
+RETURN e.tenant_id AS tenant_id, e.id AS id
+"""
+
+CLAIM = f"""
+UNWIND $eids AS eid
+MATCH (e:Episode) WHERE elementId(e) = eid AND {_DUE}
+SET e.status = 'claimed', e.claimed_by = $worker, e.claimed_at = $now, e.lease_until = $lease_until,
+    e.attempts = coalesce(e.attempts, 0) + 1
+RETURN e {{.tenant_id, .id, .content, .kind, .actor, .session_id, .occurred_at, .attempts}} AS episode
+ORDER BY e.occurred_at, e.recorded_at
+"""
+
+DONE = """
+MATCH (e:Episode {tenant_id: $tenant, id: $id})
+WHERE e.status = 'claimed' AND e.claimed_by = $worker
+SET e.status = 'done', e.processed_at = $now, e.lease_until = null, e.not_before = null,
+    e.written = $written, e.quarantined = $quarantined
+RETURN count(e) AS n
+"""
+
+RETRY = """
+MATCH (e:Episode {tenant_id: $tenant, id: $id})
+WHERE e.status = 'claimed' AND e.claimed_by = $worker
+SET e.status = 'pending', e.not_before = $not_before, e.last_error = $error, e.lease_until = null,
+    e.claimed_by = null
+RETURN count(e) AS n
+"""
+
+FAIL = """
+MATCH (e:Episode {tenant_id: $tenant, id: $id})
+WHERE e.status = 'claimed' AND e.claimed_by = $worker
+SET e.status = 'failed', e.failed_at = $now, e.error = $error, e.lease_until = null
+RETURN count(e) AS n
+"""
+
+RENEW = """
+UNWIND $ids AS id
+MATCH (e:Episode {tenant_id: id[0], id: id[1]})
+WHERE e.status = 'claimed' AND e.claimed_by = $worker
+SET e.lease_until = $lease_until
+"""
+
+
+RELEASE = """
+UNWIND $ids AS id
+MATCH (e:Episode {tenant_id: id[0], id: id[1]})
+WHERE e.status = 'claimed' AND e.claimed_by = $worker
+SET e.status = 'pending', e.lease_until = null, e.claimed_by = null,
+    e.attempts = coalesce(e.attempts, 1) - 1
+"""
+
+REQUEUE_FAILED = """
+MATCH (e:Episode {tenant_id: $tenant})
+WHERE e.status = 'failed'
+SET e.status = 'pending', e.attempts = 0, e.not_before = null, e.requeued_at = $now
+RETURN count(e) AS n
+"""
+
+BACKLOG = """
+MATCH (e:Episode)
+WHERE e.status IN ['pending', 'claimed'] AND ($tenant IS NULL OR e.tenant_id = $tenant)
+RETURN count(e) AS n
+"""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """An episode a worker holds, and how many times it has been claimed (this one included)."""
+
+    episode: Episode
+    attempts: int
+
+
+def claim_steps(worker: str, limit: int, lease: timedelta, max_attempts: int, now: datetime,
+                tenant: str | None = None) -> Generator[Statement, Records, list[Claimed]]:
+    """Claim up to ``limit`` due episodes for ``worker``, oldest first (see the module docstring)."""
+    rows = yield Statement(CANDIDATES, {"tenant": tenant, "now": now, "limit": 3 * limit})
+    remaining = [r["eid"] for r in rows]
+    claimed: list[Claimed] = []
+    while remaining and len(claimed) < limit:
+        # Another worker may have taken some of these: then try the next ones in line.
+        chunk, remaining = remaining[:limit - len(claimed)], remaining[limit - len(claimed):]
+        eids = sorted(chunk)
+        yield Statement(LOCK, {"eids": eids})
+        yield Statement(DEAD_LETTER_EXPIRED, {"eids": eids, "now": now, "max_attempts": max_attempts})
+        records = yield Statement(CLAIM, {"eids": eids, "now": now, "worker": worker,
+                                          "lease_until": now + lease})
+        claimed.extend(Claimed(_episode(r["episode"]), r["episode"]["attempts"]) for r in records)
+    return sorted(claimed, key=lambda c: c.episode.occurred_at)
+
+
+def _episode(props: dict[str, Any]) -> Episode:
+    data = {k: native(v) for k, v in props.items() if v is not None and k != "attempts"}
+    return Episode.model_validate(data)
+
+
+def settle_steps(query: str, **params: Any) -> Generator[Statement, Records, bool]:
+    """Run ``DONE``, ``RETRY`` or ``FAIL``; ``False`` if the worker no longer held the episode."""
+    rows = yield Statement(query, params)
+    return bool(rows and rows[0]["n"])
+
+
+def release_steps(worker: str, keys: list[tuple[str, str]]) -> Generator[Statement, Records, None]:
+    """Hand unprocessed claims back to the queue (a worker stopping cleanly)."""
+    if keys:
+        yield Statement(RELEASE, {"worker": worker, "ids": [list(k) for k in keys]})
+
+
+def requeue_failed_steps(tenant: str, now: datetime) -> Generator[Statement, Records, int]:
+    """Put every dead-lettered episode of ``tenant`` back in the queue with fresh attempts."""
+    rows = yield Statement(REQUEUE_FAILED, {"tenant": tenant, "now": now})
+    return rows[0]["n"] if rows else 0
+
+
+__all__ = ["BACKLOG", "Claimed", "DONE", "FAIL", "RENEW", "RETRY", "claim_steps", "release_steps",
+           "requeue_failed_steps", "settle_steps"]

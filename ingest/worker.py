@@ -1,0 +1,187 @@
+"""The background worker: claims queued episodes from Neo4j and runs the pipeline on them.
+
+Safe to run as several processes at once: each batch is claimed with a lease in one write
+transaction (:mod:`sgam.ingest.queue`), so no two workers hold the same episode, and a worker
+that dies (even ``kill -9``) only delays its batch until the lease expires. Processing is
+idempotent (delta keys, quarantine entry ids), so an episode processed again after a crash
+changes nothing: every episode is processed exactly once in effect.
+
+Per episode: success -> ``done``; a transient error (``SgamError.transient``: Neo4j unavailable,
+a model endpoint timing out) -> back to ``pending`` after an exponential backoff, until
+``max_attempts`` claims have been used; anything else -> ``failed`` (the dead letter) with the
+error. A worker renews its leases while it works through a batch, and on a clean stop hands the
+episodes it has not started back to the queue.
+
+With several workers, episodes of one tenant can be processed out of order. Asserts and
+corrections do not care (the write path places backdated values in history), but a retraction
+processed before the assert it retracts is a no-op: when a tenant's event order matters, run its
+episodes through one worker (``--tenant``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sgam.graph.errors import SgamError, StoreUnavailable
+
+from . import queue
+from .extract import Extractor
+from .pipeline import Graph, process
+
+log = logging.getLogger("sgam.worker")
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    batch_size: int = 10
+    lease: timedelta = timedelta(seconds=60)
+    max_attempts: int = 5
+    backoff: timedelta = timedelta(seconds=2)
+    max_backoff: timedelta = timedelta(minutes=5)
+    poll: float = 1.0
+    """Seconds to wait when nothing is due."""
+    tenant: str | None = None
+    """Only this tenant's episodes (all tenants when ``None``)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.max_attempts < 1 or self.lease <= timedelta(0):
+            raise ValueError("batch_size and max_attempts must be >= 1 and the lease positive")
+
+    def backoff_for(self, attempts: int) -> timedelta:
+        """The wait before attempt ``attempts + 1``: doubling from ``backoff``, capped."""
+        return min(self.max_backoff, self.backoff * (2 ** max(0, attempts - 1)))
+
+
+@dataclass
+class WorkerStats:
+    batches: int = 0
+    claimed: int = 0
+    done: int = 0
+    retried: int = 0
+    failed: int = 0
+    lost: int = 0
+    """Episodes whose lease another worker took over before this one finished (harmless)."""
+    written: int = 0
+    quarantined: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+class Worker:
+    """Processes the queue with ``extractors`` (see the module docstring)."""
+
+    def __init__(self, graph: Graph, extractors: Sequence[Extractor], options: WorkerOptions | None = None,
+                 name: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.graph = graph
+        self.extractors = list(extractors)
+        self.options = options or WorkerOptions()
+        self.name = name or default_name()
+        self.stats = WorkerStats()
+        self._sleep = sleep
+
+    def run(self, *, until_idle: bool = False, max_batches: int | None = None,
+            should_stop: Callable[[], bool] = lambda: False) -> WorkerStats:
+        """Process batches until stopped; ``until_idle`` stops once nothing is pending or claimed."""
+        while not should_stop() and (max_batches is None or self.stats.batches < max_batches):
+            try:
+                claimed = self.run_once(should_stop)
+            except StoreUnavailable as exc:
+                log.warning("worker %s: %s; retrying in %.1fs", self.name, exc, self.options.poll)
+                self._sleep(self.options.poll)
+                continue
+            if claimed:
+                continue
+            if until_idle and self.backlog() == 0:
+                break
+            self._sleep(self.options.poll)
+        return self.stats
+
+    def backlog(self) -> int:
+        """Episodes pending or claimed (by anyone) in this worker's scope."""
+        rows = self.graph.store.read(queue.BACKLOG, {"tenant": self.options.tenant})
+        return rows[0]["n"]
+
+    def run_once(self, should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Claim one batch and process it; returns how many episodes were claimed."""
+        o = self.options
+        started = self.graph.clock()
+        batch = self.graph.store.transact(lambda: queue.claim_steps(
+            self.name, o.batch_size, o.lease, o.max_attempts, started, o.tenant))
+        if not batch:
+            return 0
+        self.stats.batches += 1
+        self.stats.claimed += len(batch)
+        log.info("worker %s claimed %d episode(s)", self.name, len(batch))
+        for index, item in enumerate(batch):
+            if should_stop():
+                self._release(batch[index:])
+                break
+            started = self._renew_if_due(batch[index:], started)
+            self._handle(item)
+        return len(batch)
+
+    def _renew_if_due(self, rest: list[queue.Claimed], since: datetime) -> datetime:
+        now = self.graph.clock()
+        if now - since < self.options.lease / 2:
+            return since
+        ids = [[c.episode.tenant_id, c.episode.id] for c in rest]
+        self.graph.store.run_write(queue.RENEW, {"ids": ids, "worker": self.name,
+                                           "lease_until": now + self.options.lease})
+        return now
+
+    def _release(self, rest: list[queue.Claimed]) -> None:
+        keys = [(c.episode.tenant_id, c.episode.id) for c in rest]
+        self.graph.store.transact(lambda: queue.release_steps(self.name, keys))
+
+    def _settle(self, query: str, item: queue.Claimed, **params: object) -> None:
+        ok = self.graph.store.transact(lambda: queue.settle_steps(
+            query, tenant=item.episode.tenant_id, id=item.episode.id, worker=self.name,
+            now=self.graph.clock(), **params))
+        if not ok:
+            self.stats.lost += 1
+            log.warning("worker %s: lease on %s/%s was taken over before it finished", self.name,
+                        item.episode.tenant_id, item.episode.id)
+
+    def _handle(self, item: queue.Claimed) -> None:
+        episode = item.episode
+        try:
+            report = process(self.graph, episode, self.extractors, mark_done=False)
+        except SgamError as exc:
+            if exc.transient and item.attempts < self.options.max_attempts:
+                wait = self.options.backoff_for(item.attempts)
+                self.stats.retried += 1
+                log.info("worker %s: %s/%s failed transiently (%s); retry in %s", self.name,
+                         episode.tenant_id, episode.id, exc, wait)
+                self._settle(queue.RETRY, item, error=f"{type(exc).__name__}: {exc}",
+                             not_before=self.graph.clock() + wait)
+                return
+            self._dead_letter(item, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - any other failure is terminal: dead-letter it
+            self._dead_letter(item, exc)
+            return
+        self.stats.done += 1
+        self.stats.written += report.written
+        self.stats.quarantined += len(report.quarantined)
+        self._settle(queue.DONE, item, written=report.written, quarantined=len(report.quarantined))
+
+    def _dead_letter(self, item: queue.Claimed, exc: BaseException) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        if getattr(exc, "transient", False):
+            message = f"gave up after {item.attempts} attempts: {message}"
+        self.stats.failed += 1
+        self.stats.errors.append(f"{item.episode.tenant_id}/{item.episode.id}: {message}")
+        log.error("worker %s: %s/%s dead-lettered: %s", self.name, item.episode.tenant_id,
+                  item.episode.id, message)
+        self._settle(queue.FAIL, item, error=message)
+
+
+__all__ = ["Worker", "WorkerOptions", "WorkerStats", "default_name"]

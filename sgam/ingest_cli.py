@@ -1,0 +1,258 @@
+"""The ingest commands of the ``sgam`` CLI (registered on the main app by ``sgam.cli``).
+
+    sgam ingest FILE... -t T [--kind K]    record episodes; process now or queue them
+    sgam worker [-t T] [--until-idle]      process the queue (safe to run several at once)
+    sgam queue status|retry -t T           the queue's state; requeue dead-lettered episodes
+    sgam quarantine list|replay -t T       refused candidates; re-validate them after a schema change
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import logging
+import signal
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from sgam.graph.errors import SgamError
+from sgam.graph.models import EpisodeKind
+from sgam.graph.schema import Schema, default_schema, load_schema
+from sgam.ingest.extract import Extractor
+from sgam.ingest.files import Defaults, Item, ItemError, read_items
+
+from .api import MemoryGraph
+
+EXTRACTOR_ALIASES = {
+    "events": "sgam.ingest.events:EventMapper",
+    "llm": "sgam.ingest.llm:OpenAICompatibleExtractor.from_settings",
+}
+
+queue_app = typer.Typer(no_args_is_help=True, help="The background queue of episodes (kept in Neo4j).")
+quarantine_app = typer.Typer(no_args_is_help=True, help="Candidates the write path refused.")
+
+SchemaOpt = typer.Option(None, "--schema", help="Schema name or YAML/JSON file [default: the shipped default]")
+ExtractorOpt = typer.Option(
+    [], "--extractor", "-x",
+    help="events (default), llm, or MODULE:ATTR (an extractor, or a factory taking schema=); repeatable")
+EventsOpt = typer.Option(None, "--events", help="Event rules file [default: graph/schemas/events.yaml]")
+
+
+def _schema(name: str | None) -> Schema:
+    return load_schema(name) if name else default_schema()
+
+
+def load_extractor(spec: str, schema: Schema, events: Path | None = None) -> Extractor:
+    """An extractor from ``events``, ``llm`` or ``module:attr`` (attr may be dotted)."""
+    if spec == "events" and events is not None:
+        from sgam.ingest.events import EventMapper, load_event_rules
+
+        return EventMapper(load_event_rules(events), schema=schema)
+    target = EXTRACTOR_ALIASES.get(spec, spec)
+    module_name, sep, attr = target.partition(":")
+    if not sep or not attr:
+        raise typer.BadParameter(f"--extractor {spec!r}: use events, llm or MODULE:ATTR")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise typer.BadParameter(f"--extractor {spec!r} cannot be loaded: {exc}") from None
+    if inspect.isclass(obj) or not hasattr(obj, "extract"):
+        accepts_schema = "schema" in inspect.signature(obj).parameters
+        obj = obj(schema=schema) if accepts_schema else obj()
+    return obj  # type: ignore[no-any-return]
+
+
+def _extractors(specs: list[str], schema: Schema, events: Path | None) -> list[Extractor]:
+    return [load_extractor(spec, schema, events) for spec in (specs or ["events"])]
+
+
+def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: Any,
+             print_table: Any) -> None:
+    """Add the ingest commands to ``app`` (the CLI's helpers are passed in to avoid a cycle)."""
+    app.add_typer(queue_app, name="queue")
+    app.add_typer(quarantine_app, name="quarantine")
+
+    @app.command("ingest")
+    @friendly
+    def ingest_command(
+        files: list[Path] = typer.Argument(..., help="Documents, or JSONL files of episodes (see the README)"),
+        tenant: str = typer.Option(..., "--tenant", "-t"),
+        kind: EpisodeKind = typer.Option(EpisodeKind.MESSAGE, "--kind", "-k",
+                                         help="message, tool_result or event (JSONL), or document (whole files)"),
+        actor: str = typer.Option(None, "--actor", help="Speaker/source for episodes that name none"),
+        session: str = typer.Option(None, "--session", help="Session id for episodes that name none"),
+        occurred_at: str = typer.Option(None, "--occurred-at",
+                                        help="ISO instant for episodes that name none (documents need it)"),
+        mode: str = typer.Option("auto", "--mode",
+                                 help="auto: deltas and 'remember' now, the rest queued; now: everything "
+                                      "now; queue: everything without deltas queued"),
+        schema: str = SchemaOpt, extractor: list[str] = ExtractorOpt, events: Path = EventsOpt,
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON"),
+    ) -> None:
+        """Record episodes (deduplicated by content), then process them now or queue them for `sgam worker`."""
+        from sgam.ingest.pipeline import ingest, record, submit
+
+        if mode not in ("auto", "now", "queue"):
+            raise typer.BadParameter(f"--mode must be auto, now or queue, not {mode!r}")
+        defaults = Defaults(tenant, kind, actor, session, instant(occurred_at, "--occurred-at"))
+        parsed = [x for path in files for x in read_items(path, defaults)]
+        errors = [x for x in parsed if isinstance(x, ItemError)]
+        rows: list[dict[str, Any]] = []
+        loaded = _schema(schema)
+        with MemoryGraph.connect(schema=loaded) as graph:
+            chosen = _extractors(extractor, loaded, events)
+            for item in (x for x in parsed if isinstance(x, Item)):
+                try:
+                    if mode == "now":
+                        report = ingest(graph, item.episode, chosen, deltas=item.deltas)
+                    elif mode == "queue" and not item.deltas:
+                        stored, recorded = record(graph, item.episode, queue=True)
+                        rows.append({"source": item.source, "episode": stored.id,
+                                     "recorded": recorded.outcome, "queued": True})
+                        continue
+                    else:
+                        report = submit(graph, item.episode, chosen, deltas=item.deltas,
+                                        remember=item.remember)
+                except SgamError as exc:
+                    if exc.transient:
+                        raise
+                    errors.append(ItemError(item.source, str(exc)))
+                    continue
+                rows.append(_row(item.source, report))
+        _print_ingest(rows, errors, as_json, console, err)
+        if errors:
+            raise typer.Exit(2)
+
+    @app.command("worker")
+    @friendly
+    def worker_command(
+        tenant: str = typer.Option(None, "--tenant", "-t", help="Only this tenant [default: all]"),
+        batch: int = typer.Option(10, "--batch", min=1, help="Episodes claimed per transaction"),
+        lease: float = typer.Option(60.0, "--lease", min=0.1, help="Seconds a claim holds before others may take it"),
+        max_attempts: int = typer.Option(5, "--max-attempts", min=1, help="Claims before an episode is dead-lettered"),
+        backoff: float = typer.Option(2.0, "--backoff", min=0, help="First retry delay in seconds (doubles)"),
+        poll: float = typer.Option(1.0, "--poll", min=0.01, help="Seconds to wait when nothing is due"),
+        until_idle: bool = typer.Option(False, "--until-idle", help="Exit when nothing is pending or claimed"),
+        max_batches: int = typer.Option(None, "--max-batches", min=1, help="Exit after this many batches"),
+        name: str = typer.Option(None, "--name", help="Worker name in claims [default: host:pid:random]"),
+        schema: str = SchemaOpt, extractor: list[str] = ExtractorOpt, events: Path = EventsOpt,
+    ) -> None:
+        """Process queued episodes: claim with a lease, extract, write, quarantine; retry or dead-letter."""
+        from sgam.ingest.worker import Worker, WorkerOptions
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        options = WorkerOptions(batch_size=batch, lease=timedelta(seconds=lease), max_attempts=max_attempts,
+                                backoff=timedelta(seconds=backoff), poll=poll, tenant=tenant)
+        loaded = _schema(schema)
+        # SIGTERM / Ctrl-C: finish the episode at hand, hand the rest of the batch back, exit.
+        stopping: list[int] = []
+        previous = {sig: signal.signal(sig, lambda number, _frame: stopping.append(number))
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            with MemoryGraph.connect(schema=loaded) as graph:
+                worker = Worker(graph, _extractors(extractor, loaded, events), options, name=name)
+                err.print(f"worker {worker.name} started (batch {batch}, lease {lease:g}s"
+                          f"{', tenant ' + tenant if tenant else ''})", highlight=False)
+                stats = worker.run(until_idle=until_idle, max_batches=max_batches,
+                                   should_stop=lambda: bool(stopping))
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        summary = {k: v for k, v in asdict(stats).items() if k != "errors"}
+        console.print(" ".join(f"{k}={v}" for k, v in summary.items()), highlight=False)
+        for error in stats.errors:
+            err.print(f"dead-lettered {error}", highlight=False, markup=False)
+
+    @queue_app.command("status")
+    @friendly
+    def queue_status(tenant: str = typer.Option(..., "--tenant", "-t"),
+                     as_json: bool = typer.Option(False, "--json")) -> None:
+        """Episodes by status, the oldest waiting one, and dead-letter errors (query `queue`)."""
+        with MemoryGraph.connect(bootstrap=False) as graph:
+            records = graph.query("queue", tenant=tenant)
+        if as_json:
+            console.print_json(json.dumps(records, default=str))
+        else:
+            print_table("queue", records)
+
+    @queue_app.command("retry")
+    @friendly
+    def queue_retry(tenant: str = typer.Option(..., "--tenant", "-t")) -> None:
+        """Put every dead-lettered (failed) episode of the tenant back in the queue."""
+        from sgam.ingest.queue import requeue_failed_steps
+
+        with MemoryGraph.connect() as graph:
+            n = graph.store.transact(lambda: requeue_failed_steps(tenant, graph.clock()))
+        console.print(f"requeued {n} failed episode(s) of tenant {tenant!r}", highlight=False)
+
+    @quarantine_app.command("list")
+    @friendly
+    def quarantine_list(
+        tenant: str = typer.Option(..., "--tenant", "-t"),
+        status: str = typer.Option("open", "--status", help="open, resolved or all"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Refused candidates with the reason, the stage that refused them and their episode."""
+        with MemoryGraph.connect(bootstrap=False) as graph:
+            entries = graph.quarantine(tenant, status=None if status == "all" else status)
+        rows = [{"id": e.id, "status": e.status, "episode": e.episode_id, "extractor": e.extractor,
+                 "stage": e.stage, "reason": e.reason, "candidate": e.candidate} for e in entries]
+        if as_json:
+            console.print_json(json.dumps(rows))
+        else:
+            print_table("quarantine", rows)
+
+    @quarantine_app.command("replay")
+    @friendly
+    def quarantine_replay(
+        tenant: str = typer.Option(..., "--tenant", "-t"),
+        schema: str = SchemaOpt, extractor: list[str] = ExtractorOpt, events: Path = EventsOpt,
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Re-validate open entries against the (new) schema and rules; write and resolve those that pass."""
+        loaded = _schema(schema)
+        with MemoryGraph.connect(schema=loaded) as graph:
+            report = graph.replay_quarantine(tenant, _extractors(extractor, loaded, events))
+        data = {"resolved": report.resolved, "failing": report.failing, "skipped": report.skipped,
+                "new_entries": [e.id for e in report.new_entries]}
+        if as_json:
+            console.print_json(json.dumps(data))
+            return
+        console.print(f"{len(report.resolved)} resolved, {len(report.failing)} still failing, "
+                      f"{len(report.skipped)} skipped, {len(report.new_entries)} new entries", highlight=False)
+        for failing in report.failing:
+            err.print(f"{failing['id']}: {failing['reason']}", highlight=False, markup=False)
+
+
+def _row(source: str, report: Any) -> dict[str, Any]:
+    return {"source": source, "episode": report.episode_id, "recorded": report.recorded,
+            "queued": report.queued, "written": report.written, "unchanged": report.unchanged,
+            "quarantined": [{"id": e.id, "stage": e.stage, "reason": e.reason} for e in report.quarantined]}
+
+
+def _print_ingest(rows: list[dict[str, Any]], errors: list[ItemError], as_json: bool,
+                  console: Any, err: Any) -> None:
+    if as_json:
+        console.print_json(json.dumps({"episodes": rows, "errors": [asdict(e) for e in errors]}))
+        return
+    recorded = {k: sum(1 for r in rows if r["recorded"] == k) for k in ("created", "existing", "duplicate")}
+    queued = sum(1 for r in rows if r["queued"])
+    written = sum(r.get("written", 0) for r in rows)
+    quarantined = [(r["source"], q) for r in rows for q in r.get("quarantined", [])]
+    console.print(f"{len(rows)} episodes ({recorded['created']} new, {recorded['existing']} already stored, "
+                  f"{recorded['duplicate']} duplicates): {queued} queued, {written} facts written, "
+                  f"{len(quarantined)} quarantined, {len(errors)} rejected", highlight=False)
+    for source, entry in quarantined:
+        err.print(f"quarantined {source} ({entry['stage']}): {entry['reason']}", highlight=False, markup=False)
+    for error in errors:
+        err.print(f"rejected {error.source}: {error.message}", highlight=False, markup=False)
+
+
+__all__ = ["EXTRACTOR_ALIASES", "load_extractor", "register"]
