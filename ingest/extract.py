@@ -7,6 +7,10 @@ Nothing an extractor returns is trusted: the pipeline fills in what the episode 
 (tenant, source episode, speaker, time), validates the result against the models and the schema,
 and sends what fails to the quarantine with the reason. SGAM, not the extractor, decides what a
 candidate replaces (``reconcile``).
+
+An extractor that produced something it cannot map to a delta (e.g. a relation type the schema
+does not know) returns it as a *refused* candidate, ``{REFUSED_KEY: reason, ...its output}``: the
+pipeline quarantines it with that reason instead of dropping it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any, Protocol
 from sgam.graph.models import Episode
 
 RawCandidate = dict[str, Any]
+REFUSED_KEY = "refused"
+"""The key of a refused candidate's reason (see the module docstring)."""
 CurrentState = Mapping[tuple[str, str], Any]
 """The stored current value per (subject, attribute), passed in so an extractor can compare."""
 

@@ -40,7 +40,7 @@ from sgam.graph.schema import Schema
 from sgam.graph.writes import BatchResult, Records, Statement, native
 
 from . import quarantine as q
-from .extract import CurrentState, Extractor, RawCandidate, implied_fields
+from .extract import REFUSED_KEY, CurrentState, Extractor, RawCandidate, implied_fields
 
 PROVENANCE_KEYS = frozenset({"evidence", "decision"})
 """Keys an extractor may add for provenance (kept in the quarantine, not part of a delta)."""
@@ -272,6 +272,10 @@ def validate(episode: Episode, candidates: Sequence[tuple[str, Any]]
                                    "InvalidDelta", raw))
             continue
         candidate = {**implied, **raw}
+        if REFUSED_KEY in raw:
+            refused.append(q.entry(episode.tenant_id, episode.id, extractor, "validate",
+                                   str(raw[REFUSED_KEY]), "UnmappableCandidate", candidate))
+            continue
         reason = _foreign(episode, candidate)
         if reason is None:
             try:
@@ -381,6 +385,9 @@ def _replay_candidates(graph: Graph, tenant: str, entries: Sequence[q.Quarantine
     ready: list[tuple[q.QuarantineEntry, MemoryDelta]] = []
     for entry in entries:
         data = entry.candidate_data()
+        if isinstance(data, dict) and REFUSED_KEY in data:
+            report.failing.append({"id": entry.id, "reason": entry.reason, "error": entry.error})
+            continue
         if (not isinstance(data, dict) or data.get("tenant_id") != tenant
                 or data.get("source_episode_id") != entry.episode_id):
             report.failing.append({"id": entry.id, "reason": entry.reason, "error": entry.error})

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -25,6 +26,7 @@ from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
+from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
 from sgam.ingest.pipeline import (
     IngestReport,
     QuarantineReplay,
@@ -280,6 +282,14 @@ class MemoryGraph(_Queries):
         """Re-validate open quarantine entries against the current schema; write those that pass."""
         chosen = default_extractors(self.schema) if extractors is None else extractors
         return replay_quarantine(self, self._tenant(tenant), chosen)
+
+    def import_graphiti(self, mapping: GraphitiMapping | str | Path, tenant: str, *,
+                        group_ids: Sequence[str] | None = None, dry_run: bool = False) -> GraphitiImportReport:
+        """Import the Graphiti graph in this database (its ``RELATES_TO`` facts and ``Episodic``
+        episodes, optionally of ``group_ids`` only) into ``tenant`` through a mapping file or
+        :class:`~sgam.ingest.graphiti_import.GraphitiMapping`; idempotent (see that module)."""
+        rules = mapping if isinstance(mapping, GraphitiMapping) else GraphitiMapping.from_file(mapping)
+        return import_graphiti(self, rules, self._tenant(tenant), group_ids=group_ids, dry_run=dry_run)
 
     def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """Validate, reconcile and persist one delta; raises the error if it is rejected."""

@@ -130,6 +130,36 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
         if errors:
             raise typer.Exit(2)
 
+    @app.command("import-graphiti")
+    @friendly
+    def import_graphiti_command(
+        mapping: Path = typer.Option(..., "--mapping", "-m", exists=True, dir_okay=False,
+                                     help="Mapping YAML (see graph/schemas/graphiti-mapping.yaml)"),
+        tenant: str = typer.Option(..., "--tenant", "-t"),
+        group_id: list[str] = typer.Option([], "--group-id", "-g",
+                                           help="Graphiti group_id to import (repeatable) [default: all]"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Read and map, write nothing"),
+        schema: str = SchemaOpt,
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON"),
+    ) -> None:
+        """Import a Graphiti graph from this Neo4j (RELATES_TO facts, Episodic episodes) as SGAM facts."""
+        from sgam.ingest.graphiti_import import GraphitiMapping
+
+        rules = GraphitiMapping.from_file(mapping)
+        with MemoryGraph.connect(schema=_schema(schema)) as graph:
+            report = graph.import_graphiti(rules, tenant, group_ids=group_id, dry_run=dry_run)
+        if as_json:
+            console.print_json(json.dumps(report.as_dict()))
+            return
+        console.print(f"{'dry run: ' if dry_run else ''}read {report.episodes_read} episodes and "
+                      f"{report.edges_read} edges; episodes {dict(report.episodes)}; {report.deltas} deltas "
+                      f"-> {dict(report.outcomes)}", highlight=False)
+        if report.unmapped:
+            print_table("unmapped edge names", [{"name": k, "edges": n}
+                                                for k, n in report.unmapped.most_common()])
+        if report.problems:
+            print_table("not imported", report.problems)
+
     @app.command("worker")
     @friendly
     def worker_command(
