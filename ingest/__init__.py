@@ -5,11 +5,15 @@
 ``events`` mapping from ``graph/schemas/events.yaml``, model-based ones behind the ``extract``
 protocol), writes what validates and quarantines the rest (``quarantine``); ``queue`` and
 ``worker`` process episodes in the background from a queue kept in Neo4j; ``replay`` reads JSONL
-files of episodes with their structured deltas.
+files of episodes with their structured deltas. ``graphiti_bridge`` runs graphiti-core's extraction
+as an extractor, ``graphiti_import`` imports an existing Graphiti graph (``graphiti_env`` imports
+graphiti-core with telemetry and ``.env`` loading off).
 """
 
 from .events import EventMapper, EventRules, load_event_rules
 from .extract import Extractor, implied_fields
+from .graphiti_bridge import GraphitiExtractor
+from .graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
 from .pipeline import (
     IngestReport,
     QuarantineReplay,
@@ -28,6 +32,9 @@ __all__ = [
     "EventMapper",
     "EventRules",
     "Extractor",
+    "GraphitiExtractor",
+    "GraphitiImportReport",
+    "GraphitiMapping",
     "IngestReport",
     "LineError",
     "QuarantineEntry",
@@ -40,6 +47,7 @@ __all__ = [
     "WorkerStats",
     "default_extractors",
     "implied_fields",
+    "import_graphiti",
     "ingest",
     "list_quarantine",
     "load_event_rules",

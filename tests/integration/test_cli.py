@@ -93,7 +93,8 @@ def test_every_command_has_help() -> None:
     for args in (["--help"], ["neo4j", "--help"], ["neo4j", "up", "--help"], ["neo4j", "down", "--help"],
                  ["neo4j", "status", "--help"], ["replay", "--help"], ["query", "--help"],
                  ["demo", "--help"], ["bench", "--help"], ["doctor", "--help"], ["forget", "--help"], ["export", "--help"], ["purge", "--help"], ["schema", "show", "--help"], ["schema", "diff", "--help"], ["browser", "--help"],
-                 ["browser", "help", "--help"], ["browser", "export", "--help"], ["browser", "guide", "--help"]):
+                 ["browser", "help", "--help"], ["browser", "export", "--help"], ["browser", "guide", "--help"],
+                 ["import-graphiti", "--help"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
         assert "Usage" in result.output

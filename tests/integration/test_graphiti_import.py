@@ -124,9 +124,11 @@ async def _write(uri: str, auth: tuple[str, str], group: str) -> Written:
     return out
 
 
-async def _graphiti_counts(uri: str, auth: tuple[str, str], group: str) -> tuple[int, int]:
-    """What Graphiti's own readers see of its group: (entities, fact edges)."""
+async def _graphiti_counts(uri: str, auth: tuple[str, str], group: str) -> tuple[int, int, list[str]]:
+    """What Graphiti's own readers see of its group: entities, fact edges, a fulltext search."""
     from graphiti_core.driver.neo4j_driver import Neo4jDriver
+    from graphiti_core.search.search_filters import SearchFilters
+    from graphiti_core.search.search_utils import node_fulltext_search
 
     driver = Neo4jDriver(uri, auth[0], auth[1])
     try:
@@ -134,7 +136,8 @@ async def _graphiti_counts(uri: str, auth: tuple[str, str], group: str) -> tuple
             await driver._init_task
         nodes = await EntityNode.get_by_group_ids(driver, [group])
         edges = await EntityEdge.get_by_group_ids(driver, [group])
-        return len(nodes), len(edges)
+        found = await node_fulltext_search(driver, "Mira", SearchFilters(), group_ids=[group], limit=10)
+        return len(nodes), len(edges), sorted(n.name for n in found)
     finally:
         await driver.close()
 
@@ -224,7 +227,7 @@ def test_both_models_share_one_database(graph: MemoryGraph, tenant: str, written
     before = asyncio.run(_graphiti_counts(uri, auth, written.group))
     graph.import_graphiti(MAPPING, tenant, group_ids=[written.group])
     graph.store.bootstrap()  # SGAM's constraints and indexes next to Graphiti's 31
-    assert asyncio.run(_graphiti_counts(uri, auth, written.group)) == before == (9, 9)
+    assert asyncio.run(_graphiti_counts(uri, auth, written.group)) == before == (9, 9, ["Mira"])
     sgam_entities = graph.store.read(
         "MATCH (e:Entity {tenant_id: $t}) RETURN count(e) AS n, count(e.uuid) AS uuids, "
         "count(e.group_id) AS groups", {"t": tenant})[0]
