@@ -312,8 +312,10 @@ class _Importer:
         assert_ = MemoryDelta(**fields, valid_from=start, source_episode_id=episodes[0].id)
         if end is None and edge.get("expired_at") is not None:
             never = assert_.model_copy(update={"op": Op.RETRACT})
-            return [_Planned(episodes[0], (*slot, 0, start, 0, edge["uuid"]), assert_, edge["uuid"]),
-                    _Planned(episodes[0], (*slot, 0, start, 1, edge["uuid"]), never, edge["uuid"])]
+            # Each pair stays adjacent: an assert of the same value in between would make the
+            # first retract remove both, and the second a no-op that a re-import would replay.
+            return [_Planned(episodes[0], (*slot, 0, start, edge["uuid"], 0), assert_, edge["uuid"]),
+                    _Planned(episodes[0], (*slot, 0, start, edge["uuid"], 1), never, edge["uuid"])]
         planned = [_Planned(episodes[0], (*slot, 1, start, 1, edge["uuid"]), assert_, edge["uuid"])]
         if end is not None:
             retract = MemoryDelta(**fields, valid_from=end, op=Op.RETRACT, source_episode_id=episodes[-1].id)
