@@ -153,6 +153,26 @@ class GraphitiExtractor:
         self.edge_types, self.edge_type_map = edge_types(self.schema)
         self.attribute_by_rel = {self.schema.rel_type(n): n for n in self.schema.attributes}
 
+    @classmethod
+    def from_settings(cls, settings: Any = None, schema: Schema | None = None) -> GraphitiExtractor:
+        """graphiti's OpenAI-compatible client on the ``SGAM_LLM_*`` endpoint (``-x graphiti``)."""
+        if settings is None:
+            from sgam.settings import Settings
+
+            settings = Settings()
+        if not settings.llm_base_url or not settings.llm_model:
+            raise ExtractionError(
+                "the graphiti extractor needs an endpoint: set SGAM_LLM_BASE_URL and SGAM_LLM_MODEL "
+                "(any OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 for Ollama)")
+        load_graphiti()
+        from graphiti_core.llm_client.config import LLMConfig
+        from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else "unused"
+        config = LLMConfig(api_key=key, model=settings.llm_model, small_model=settings.llm_model,
+                           base_url=settings.llm_base_url)
+        return cls(OpenAIGenericClient(config=config), schema)
+
     def extract(self, episode: Episode, current: CurrentState) -> Sequence[RawCandidate]:
         nodes, edges = _run(self._graphiti_extract(episode))
         by_uuid = {n.uuid: n for n in nodes}

@@ -31,6 +31,7 @@ from .api import MemoryGraph
 EXTRACTOR_ALIASES = {
     "events": "sgam.ingest.events:EventMapper",
     "llm": "sgam.ingest.llm:OpenAICompatibleExtractor.from_settings",
+    "graphiti": "sgam.ingest.graphiti_bridge:GraphitiExtractor.from_settings",
 }
 
 queue_app = typer.Typer(no_args_is_help=True, help="The background queue of episodes (kept in Neo4j).")
@@ -39,7 +40,7 @@ quarantine_app = typer.Typer(no_args_is_help=True, help="Candidates the write pa
 SchemaOpt = typer.Option(None, "--schema", help="Schema name or YAML/JSON file [default: the shipped default]")
 ExtractorOpt = typer.Option(
     [], "--extractor", "-x",
-    help="events (default), llm, or MODULE:ATTR (an extractor, or a factory taking schema=); repeatable")
+    help="events (default), llm, graphiti (graphiti-core's extraction), or MODULE:ATTR (an extractor, or a factory taking schema=); repeatable")
 EventsOpt = typer.Option(None, "--events", help="Event rules file [default: graph/schemas/events.yaml]")
 
 

@@ -98,3 +98,14 @@ def test_refusal_is_terminal_and_a_dropped_connection_transient() -> None:
     with pytest.raises(TransientGraphitiError, match="ConnectError") as caught:
         run("dropped_connection")
     assert caught.value.transient
+
+
+def test_from_settings_uses_the_configured_endpoint_without_calling_it() -> None:
+    from sgam.graph.errors import ExtractionError
+    from sgam.settings import Settings
+
+    built = GraphitiExtractor.from_settings(Settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="tiny"))
+    assert built.llm_client.model == "tiny" and built.name == "graphiti"
+    assert "127.0.0.1:9" in str(built.llm_client.client.base_url)
+    with pytest.raises(ExtractionError, match="SGAM_LLM_BASE_URL"):
+        GraphitiExtractor.from_settings(Settings(llm_base_url=None, llm_model=None))
