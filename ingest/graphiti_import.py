@@ -27,6 +27,11 @@ subject id rule, Graphiti entity labels -> SGAM entity types.
   silently; edges that cannot be mapped (no id from a name, ``invalid_at`` not after
   ``valid_at``) are listed with the reason. Deltas are written per slot in time order.
 * Importing twice changes nothing: episode ids and delta keys are deterministic.
+* SGAM's rules apply where Graphiti's edges disagree with each other: two edges of one
+  cardinality-one slot that overlap in valid time become a change at the later ``valid_at`` (and
+  a ``retract`` of the earlier one that no longer holds is refused as a ``Conflict``, listed in
+  ``problems``); overlapping edges with the same value are one version, ended by the first
+  ``invalid_at``. All edges of the selected groups are read into memory at once.
 
 Only Graphiti nodes and edges are read: ``RELATES_TO`` edges with a ``uuid`` between nodes with a
 ``uuid``; SGAM's own ``:Entity`` nodes carry ``tenant_id``/``id`` and never a ``uuid``.
