@@ -39,15 +39,23 @@ from sgam.graph.writes import Records, Statement, native
 _DUE = """((e.status = 'pending' AND (e.not_before IS NULL OR e.not_before <= $now))
        OR (e.status = 'claimed' AND e.lease_until <= $now))"""
 
-# Per-tenant order (see the module docstring): nobody else holds the tenant, nothing older waits.
-_IN_TURN = """NOT EXISTS {
-         MATCH (o:Episode) WHERE o.status = 'claimed' AND o.tenant_id = e.tenant_id
-           AND o.lease_until > $now AND o.claimed_by <> $worker }
-  AND NOT EXISTS {
-         MATCH (o:Episode) WHERE o.status = 'pending' AND o.tenant_id = e.tenant_id
-           AND o.not_before > $now AND o.occurred_at < e.occurred_at }"""
+# Per-tenant order (see the module docstring): the tenants another worker holds, and per tenant the
+# oldest episode waiting out a backoff, computed once per statement (both sets are small).
+_TURNS = """CALL () {
+  OPTIONAL MATCH (o:Episode)
+  WHERE o.status = 'claimed' AND o.lease_until > $now AND o.claimed_by <> $worker
+  RETURN collect(DISTINCT o.tenant_id) AS held
+}
+CALL () {
+  OPTIONAL MATCH (o:Episode) WHERE o.status = 'pending' AND o.not_before > $now
+  WITH o.tenant_id AS tenant, min(o.occurred_at) AS oldest
+  RETURN [w IN collect([tenant, oldest]) WHERE w[0] IS NOT NULL] AS waiting
+}"""
+_IN_TURN = """NOT e.tenant_id IN held
+  AND none(w IN waiting WHERE w[0] = e.tenant_id AND w[1] < e.occurred_at)"""
 
 CANDIDATES = f"""
+{_TURNS}
 MATCH (e:Episode)
 WHERE e.status IN ['pending', 'claimed'] AND ($tenants IS NULL OR e.tenant_id IN $tenants)
   AND {_DUE}
@@ -74,6 +82,7 @@ RETURN e.tenant_id AS tenant_id, e.id AS id
 """
 
 CLAIM = f"""
+{_TURNS}
 UNWIND $eids AS eid
 MATCH (e:Episode) WHERE elementId(e) = eid AND {_DUE}
   AND {_IN_TURN}

@@ -234,7 +234,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
 
 def _row(source: str, report: Any) -> dict[str, Any]:
     return {"source": source, "episode": report.episode_id, "recorded": report.recorded,
-            "queued": report.queued, "written": report.written, "unchanged": report.unchanged,
+            "queued": report.queued, "deferred": report.deferred, "written": report.written, "unchanged": report.unchanged,
             "quarantined": [{"id": e.id, "stage": e.stage, "reason": e.reason} for e in report.quarantined]}
 
 
@@ -250,6 +250,10 @@ def _print_ingest(rows: list[dict[str, Any]], errors: list[ItemError], as_json: 
     console.print(f"{len(rows)} episodes ({recorded['created']} new, {recorded['existing']} already stored, "
                   f"{recorded['duplicate']} duplicates): {queued} queued, {written} facts written, "
                   f"{len(quarantined)} quarantined, {len(errors)} rejected", highlight=False)
+    for row in rows:
+        if row.get("deferred"):
+            err.print(f"queued instead of written now {row['source']}: {row['deferred']}", highlight=False,
+                      markup=False)
     for source, entry in quarantined:
         err.print(f"quarantined {source} ({entry['stage']}): {entry['reason']}", highlight=False, markup=False)
     for error in errors:
