@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from sgam import AsyncMemoryGraph, MemoryGraph, StoreUnavailable
+from sgam import AsyncMemoryGraph, ExtractionError, MemoryGraph, StoreUnavailable
 from sgam.graph.models import Episode
 from sgam.ingest import episodes as ep
+from sgam.ingest import queue
+from sgam.ingest.events import EventMapper
 from sgam.ingest.llm import OpenAICompatibleExtractor
 from sgam.ingest.worker import Worker, WorkerOptions
 from tests.integration.test_ingest import logged, queue_events, statuses, values, worker_process
@@ -260,3 +262,60 @@ def _occurred(graph: MemoryGraph, tenant: str) -> dict[str, Any]:
     rows = graph.store.read("MATCH (e:Episode {tenant_id: $t}) RETURN e.id AS id, e.occurred_at AS at",
                             {"t": tenant})
     return {r["id"]: r["at"].to_native() for r in rows}
+
+
+def test_a_tenant_is_claimed_by_one_worker_at_a_time_in_order(graph: MemoryGraph, clean: str) -> None:
+    tenant, other = clean, clean + "-b"
+    try:
+        first = queue_events(graph, tenant, accounts(tenant, 2))  # 4 episodes, older than the other's
+        later = [dict(r, occurred_at=r["occurred_at"].replace("2026-01-01", "2026-01-02"))
+                 for r in accounts(other, 1)]
+        second = queue_events(graph, other, later)
+        lease, now = timedelta(minutes=1), graph.clock()
+
+        def claim(worker: str, limit: int = 3) -> list[str]:
+            return [c.episode.id for c in graph.store.transact(lambda: queue.claim_steps(
+                worker, limit, lease, 5, now, [tenant, other]))]
+
+        assert claim("a") == first[:3]  # the oldest tenant, oldest first, one tenant per batch
+        assert claim("b") == second  # the tenant a holds is not b's to take, even its 4th episode
+        assert claim("c") == []
+        assert claim("a") == first[3:]  # a holder may take more of its own tenant
+    finally:
+        graph.delete_tenant(other)
+
+
+def test_nothing_newer_overtakes_an_episode_waiting_for_a_retry(graph: MemoryGraph, clean: str) -> None:
+    tenant = clean
+    ids = queue_events(graph, tenant, accounts(tenant, 2))  # open 0, close 0, open 1, close 1
+
+    class FirstCallFails:
+        name = "events"
+
+        def __init__(self) -> None:
+            self.inner = EventMapper(schema=graph.schema)
+            self.calls: list[str] = []
+
+        def extract(self, episode: Episode, current):
+            self.calls.append(episode.id)
+            if len(self.calls) == 1:
+                error = ExtractionError("rate limited")
+                error.transient = True
+                raise error
+            return self.inner.extract(episode, current)
+
+    extractor = FirstCallFails()
+    options = WorkerOptions(batch_size=4, tenant=tenant, backoff=timedelta(hours=1), poll=0.01)
+    worker = Worker(graph, [extractor], options)
+    assert worker.run_once() == 4 and extractor.calls == ids[:1]  # the rest of the batch handed back
+    assert worker.run_once() == 0  # the newer three wait for the first one's retry
+    assert statuses(graph, tenant) == {"pending": 4} and graph.history(tenant, "cust-1") == []
+
+    # Two hours later the first one is due again, and the four are applied in order.
+    store = copy.copy(graph.store)
+    store.clock = lambda: graph.clock() + timedelta(hours=2)
+    Worker(MemoryGraph(store), [extractor], options).run(until_idle=True)
+    assert extractor.calls == [ids[0], *ids]
+    assert statuses(graph, tenant) == {"done": 4} and graph.quarantine(tenant) == []
+    assert graph.current(tenant, "cust-1", "holds") == []
+    assert len([f for f in graph.history(tenant, "cust-1", "holds") if f.expired_at is None]) == 2
