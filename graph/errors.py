@@ -5,7 +5,8 @@
     ├── InvalidDelta             a proposed write is malformed (types, times, missing fields)
     ├── Conflict                 a write contradicts the stored state in a way SGAM will not guess
     ├── NotFound                 an episode, fact, query or entity that was asked for does not exist
-    ├── StoreUnavailable         Neo4j cannot be reached or refused the credentials (transient)
+    ├── StoreUnavailable         Neo4j cannot be reached, refused the credentials, or kept
+    │                            failing a transaction with a transient error (transient)
     ├── ProvisioningError        the local Neo4j server could not be installed, started or stopped
     └── ExtractionError          an extractor produced nothing usable
 

@@ -57,6 +57,12 @@ def translated(uri: str) -> Iterator[None]:
         raise Conflict(f"the write broke a uniqueness constraint: {exc.message}") from exc
     except neo4j_errors.CypherTypeError as exc:
         raise InvalidDelta(f"Neo4j rejected a value: {exc.message}") from exc
+    except neo4j_errors.TransientError as exc:
+        # Deadlocks, lock time-outs, a leader switch: still failing after the driver's own retries.
+        raise StoreUnavailable(
+            f"Neo4j could not complete the transaction (transient error {exc.code}: {exc.message}); "
+            "retry later"
+        ) from exc
     except neo4j_errors.Neo4jError as exc:
         raise SgamError(f"Neo4j error {exc.code}: {exc.message}") from exc
     except neo4j_errors.DriverError as exc:

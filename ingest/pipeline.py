@@ -20,21 +20,28 @@ again writes nothing new (delta keys) and stores no second quarantine entry (ent
 :func:`submit` is the real-time / background switch: an agent's direct deltas, ``remember=True``
 or a message that starts with "remember" are processed now (readable by the very next call);
 anything else is queued for ``sgam worker`` (:mod:`sgam.ingest.worker`).
+
+A real-time write that hits a transient failure after its episode is stored (Neo4j unavailable or
+a transient Neo4j error after the driver's own retries, a model endpoint timing out) is not lost:
+the episode is queued for the worker instead, with the agent's deltas stored on it (``deltas``,
+JSON), and the report says so (``queued`` and ``deferred``, the reason). If even queueing fails,
+the error is raised and says that the raw episode is kept; ingesting again is idempotent.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from sgam.graph.episodes import Recorded
-from sgam.graph.errors import ExtractionError
+from sgam.graph.errors import ExtractionError, SgamError, StoreUnavailable
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta
 from sgam.graph.schema import Schema
 from sgam.graph.writes import BatchResult, Records, Statement, native
@@ -67,6 +74,16 @@ MATCH (e:Episode {tenant_id: $tenant, id: $episode})
 WHERE e.status IN ['recorded', 'pending', 'failed']
 SET e.status = 'done', e.processed_at = $now, e.written = $written, e.quarantined = $quarantined
 """
+
+DEFER = """
+MATCH (e:Episode {tenant_id: $tenant, id: $episode})
+SET e.status = 'pending', e.queued_at = $now, e.not_before = $not_before, e.last_error = $error,
+    e.claimed_by = null, e.lease_until = null, e.deltas = coalesce($deltas, e.deltas)
+RETURN e.status AS status
+"""
+
+DEFER_BACKOFF = timedelta(seconds=2)
+"""How long a deferred real-time episode waits before a worker may take it."""
 
 READ_EPISODE = """
 MATCH (e:Episode {tenant_id: $tenant, id: $episode})
@@ -119,6 +136,8 @@ class IngestReport:
     memory_ids: tuple[str, ...] = ()
     quarantined: tuple[q.QuarantineEntry, ...] = ()
     mentions: tuple[str, ...] = ()
+    deferred: str | None = None
+    """Why an episode meant for real time was queued instead (a transient error), else ``None``."""
 
     @property
     def written(self) -> int:
@@ -184,9 +203,47 @@ def ingest(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (),
     episode, recorded = record(graph, episode)
     extractors = list(extractors)
     deltas = list(deltas)
-    if deltas:
-        extractors.insert(0, StructuredDeltas(_renamed(deltas, given, episode.id)))
-    return process(graph, episode, extractors, recorded=recorded.outcome)
+    given_deltas = StructuredDeltas(_renamed(deltas, given, episode.id)) if deltas else None
+    if given_deltas is not None:
+        extractors.insert(0, given_deltas)
+    try:
+        return process(graph, episode, extractors, recorded=recorded.outcome)
+    except SgamError as exc:
+        if not exc.transient:
+            raise
+        return defer(graph, episode, given_deltas.deltas if given_deltas else None, exc, recorded.outcome)
+
+
+def defer(graph: Graph, episode: Episode, deltas: Sequence[Mapping[str, Any]] | None, error: SgamError,
+          recorded: str = "existing") -> IngestReport:
+    """Queue a stored episode whose real-time processing failed transiently (see the module
+    docstring); ``deltas`` (the agent's own) are stored on it for the worker."""
+    reason = f"{type(error).__name__}: {error}"
+    now = graph.clock()
+    params = {"tenant": episode.tenant_id, "episode": episode.id, "now": now,
+              "not_before": now + DEFER_BACKOFF, "error": reason,
+              "deltas": q.candidate_json(list(deltas)) if deltas else None}
+    try:
+        graph.store.transact(lambda: _defer_steps(params))
+    except SgamError as again:
+        raise StoreUnavailable(
+            f"episode {episode.tenant_id}/{episode.id} is stored (raw) but could neither be processed "
+            f"({reason}) nor queued ({type(again).__name__}: {again}); ingest it again when Neo4j "
+            "answers: ingesting is idempotent"
+        ) from error
+    return IngestReport(episode.tenant_id, episode.id, recorded, queued=True, deferred=reason)
+
+
+def _defer_steps(params: dict[str, Any]) -> Generator[Statement, Records, None]:
+    yield Statement(DEFER, params)
+
+
+def stored_deltas(text: str | None) -> list[dict[str, Any]]:
+    """The agent's deltas a deferred episode carries (its ``deltas`` property), as candidates."""
+    if not text:
+        return []
+    data = json.loads(text)
+    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
 def submit(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (), *,
@@ -412,6 +469,6 @@ def _replay_candidates(graph: Graph, tenant: str, entries: Sequence[q.Quarantine
     _mark(graph, tenant, resolved, [])
 
 
-__all__ = ["IngestReport", "PROVENANCE_KEYS", "QuarantineReplay", "StructuredDeltas", "default_extractors", "ingest",
+__all__ = ["DEFER_BACKOFF", "IngestReport", "PROVENANCE_KEYS", "QuarantineReplay", "StructuredDeltas", "default_extractors", "defer", "ingest",
            "is_explicit_memory", "list_quarantine", "load_episode", "mention_tokens", "process",
-           "record", "replay_quarantine", "submit", "validate", "write"]
+           "record", "replay_quarantine", "stored_deltas", "submit", "validate", "write"]

@@ -6,17 +6,29 @@
        +--------------------+  terminal error, or out of attempts: failed (dead letter, error)
     claimed with an expired lease is claimable again (its worker died or stalled)
 
-A claim is one write transaction: read up to ``3 * limit`` due candidates, oldest first; lock the
-first ``limit`` (in element-id order), then re-check each one in a *new* statement and claim those
-still due; if another worker took some, go on with the next candidates. The re-check must be its own
-statement: within one, Cypher may reuse the property values it read before the lock was granted,
-and two workers would claim the same episode. ``attempts`` counts claims; an expired lease on an
-episode that has used up its attempts dead-letters it instead of handing it out again.
+A claim is one write transaction: read up to ``3 * limit`` claimable candidates, oldest first, and
+keep those of the oldest one's tenant (a batch holds one tenant, so workers spread over tenants);
+lock them all (in element-id order), then re-check each chunk of ``limit`` in a *new* statement and
+claim those still claimable; if another worker took some, go on with the next candidates. The
+re-check must be its own statement: within one, Cypher may reuse the property values it read before
+the lock was granted, and two workers would claim the same episode. ``attempts`` counts claims; an
+expired lease on an episode that has used up its attempts dead-letters it instead of handing it out
+again.
+
+**Order per tenant.** Episodes of one tenant are claimed in occurrence order and by one worker at a
+time: an episode is claimable only while no *other* worker holds a live claim in its tenant, and no
+older episode of its tenant waits out a retry backoff. Several workers therefore run different
+tenants side by side, never one tenant's episodes out of order. The write path alone would not make
+order irrelevant: asserts and corrections land in their valid-time place whatever the order, but a
+retraction applied before the assert it retracts is refused (a ``Conflict``). Two claims of the same
+tenant serialise on its oldest claimable episode, which both lock, so the second sees the first's
+claims when it re-checks. A worker that takes over an expired lease resumes at the oldest episode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import json
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,11 +39,28 @@ from sgam.graph.writes import Records, Statement, native
 _DUE = """((e.status = 'pending' AND (e.not_before IS NULL OR e.not_before <= $now))
        OR (e.status = 'claimed' AND e.lease_until <= $now))"""
 
+# Per-tenant order (see the module docstring): the tenants another worker holds, and per tenant the
+# oldest episode waiting out a backoff, computed once per statement (both sets are small).
+_TURNS = """CALL () {
+  OPTIONAL MATCH (o:Episode)
+  WHERE o.status = 'claimed' AND o.lease_until > $now AND o.claimed_by <> $worker
+  RETURN collect(DISTINCT o.tenant_id) AS held
+}
+CALL () {
+  OPTIONAL MATCH (o:Episode) WHERE o.status = 'pending' AND o.not_before > $now
+  WITH o.tenant_id AS tenant, min(o.occurred_at) AS oldest
+  RETURN [w IN collect([tenant, oldest]) WHERE w[0] IS NOT NULL] AS waiting
+}"""
+_IN_TURN = """NOT e.tenant_id IN held
+  AND none(w IN waiting WHERE w[0] = e.tenant_id AND w[1] < e.occurred_at)"""
+
 CANDIDATES = f"""
+{_TURNS}
 MATCH (e:Episode)
-WHERE e.status IN ['pending', 'claimed'] AND ($tenant IS NULL OR e.tenant_id = $tenant)
+WHERE e.status IN ['pending', 'claimed'] AND ($tenants IS NULL OR e.tenant_id IN $tenants)
   AND {_DUE}
-RETURN elementId(e) AS eid
+  AND {_IN_TURN}
+RETURN elementId(e) AS eid, e.tenant_id AS tenant
 ORDER BY e.occurred_at, e.recorded_at
 LIMIT $limit
 """
@@ -53,11 +82,13 @@ RETURN e.tenant_id AS tenant_id, e.id AS id
 """
 
 CLAIM = f"""
+{_TURNS}
 UNWIND $eids AS eid
 MATCH (e:Episode) WHERE elementId(e) = eid AND {_DUE}
+  AND {_IN_TURN}
 SET e.status = 'claimed', e.claimed_by = $worker, e.claimed_at = $now, e.lease_until = $lease_until,
     e.attempts = coalesce(e.attempts, 0) + 1
-RETURN e {{.tenant_id, .id, .content, .kind, .actor, .session_id, .occurred_at, .attempts}} AS episode
+RETURN e {{.tenant_id, .id, .content, .kind, .actor, .session_id, .occurred_at, .attempts, .deltas}} AS episode
 ORDER BY e.occurred_at, e.recorded_at
 """
 
@@ -109,7 +140,7 @@ RETURN count(e) AS n
 
 BACKLOG = """
 MATCH (e:Episode)
-WHERE e.status IN ['pending', 'claimed'] AND ($tenant IS NULL OR e.tenant_id = $tenant)
+WHERE e.status IN ['pending', 'claimed'] AND ($tenants IS NULL OR e.tenant_id IN $tenants)
 RETURN count(e) AS n
 """
 
@@ -120,29 +151,46 @@ class Claimed:
 
     episode: Episode
     attempts: int
+    deltas: tuple[dict[str, Any], ...] = ()
+    """The agent's own deltas, stored on an episode deferred from real time."""
 
 
 def claim_steps(worker: str, limit: int, lease: timedelta, max_attempts: int, now: datetime,
-                tenant: str | None = None) -> Generator[Statement, Records, list[Claimed]]:
-    """Claim up to ``limit`` due episodes for ``worker``, oldest first (see the module docstring)."""
-    rows = yield Statement(CANDIDATES, {"tenant": tenant, "now": now, "limit": 3 * limit})
-    remaining = [r["eid"] for r in rows]
+                tenants: Sequence[str] | None = None) -> Generator[Statement, Records, list[Claimed]]:
+    """Claim up to ``limit`` claimable episodes of one tenant for ``worker``, oldest first, from
+    ``tenants`` (all when ``None``; see the module docstring)."""
+    scope = list(tenants) if tenants else None
+    rows = yield Statement(CANDIDATES, {"tenants": scope, "now": now, "limit": 3 * limit,
+                                        "worker": worker})
+    # One tenant per claim, the one whose turn is oldest: other workers can take the other tenants.
+    remaining = [r["eid"] for r in rows if r["tenant"] == rows[0]["tenant"]]
+    if remaining:
+        yield Statement(LOCK, {"eids": sorted(remaining)})
     claimed: list[Claimed] = []
     while remaining and len(claimed) < limit:
         # Another worker may have taken some of these: then try the next ones in line.
         chunk, remaining = remaining[:limit - len(claimed)], remaining[limit - len(claimed):]
         eids = sorted(chunk)
-        yield Statement(LOCK, {"eids": eids})
         yield Statement(DEAD_LETTER_EXPIRED, {"eids": eids, "now": now, "max_attempts": max_attempts})
         records = yield Statement(CLAIM, {"eids": eids, "now": now, "worker": worker,
                                           "lease_until": now + lease})
-        claimed.extend(Claimed(_episode(r["episode"]), r["episode"]["attempts"]) for r in records)
-    return sorted(claimed, key=lambda c: c.episode.occurred_at)
+        claimed.extend(Claimed(_episode(r["episode"]), r["episode"]["attempts"],
+                               tuple(stored_deltas(r["episode"].get("deltas")))) for r in records)
+    return sorted(claimed, key=lambda c: (c.episode.occurred_at, c.episode.tenant_id))
 
 
 def _episode(props: dict[str, Any]) -> Episode:
-    data = {k: native(v) for k, v in props.items() if v is not None and k != "attempts"}
+    data = {k: native(v) for k, v in props.items()
+            if v is not None and k not in ("attempts", "deltas")}
     return Episode.model_validate(data)
+
+
+def stored_deltas(text: str | None) -> list[dict[str, Any]]:
+    """The agent's deltas a deferred episode carries (its ``deltas`` property, JSON)."""
+    if not text:
+        return []
+    data = json.loads(text)
+    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
 def settle_steps(query: str, **params: Any) -> Generator[Statement, Records, bool]:
@@ -164,4 +212,4 @@ def requeue_failed_steps(tenant: str, now: datetime) -> Generator[Statement, Rec
 
 
 __all__ = ["BACKLOG", "Claimed", "DONE", "FAIL", "RENEW", "RETRY", "claim_steps", "release_steps",
-           "requeue_failed_steps", "settle_steps"]
+           "requeue_failed_steps", "settle_steps", "stored_deltas"]

@@ -12,10 +12,12 @@ a model endpoint timing out) -> back to ``pending`` after an exponential backoff
 error. A worker renews its leases while it works through a batch, and on a clean stop hands the
 episodes it has not started back to the queue.
 
-With several workers, episodes of one tenant can be processed out of order. Asserts and
-corrections do not care (the write path places backdated values in history), but a retraction
-processed before the assert it retracts is a no-op: when a tenant's event order matters, run its
-episodes through one worker (``--tenant``).
+Episodes of one tenant are applied in occurrence order even with several workers: the queue hands
+a tenant to one worker at a time, oldest episode first (:mod:`sgam.ingest.queue`), and when an
+episode is sent back for a retry, the worker hands back the rest of that tenant's batch too, so
+nothing newer is applied before it. Workers run different tenants side by side. An episode deferred
+from a real-time write carries the agent's deltas; the worker writes them along with what its own
+extractors find.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from sgam.graph.errors import SgamError, StoreUnavailable
 
 from . import queue
 from .extract import Extractor
-from .pipeline import Graph, process
+from .pipeline import Graph, StructuredDeltas, process
 
 log = logging.getLogger("sgam.worker")
 
@@ -45,12 +47,18 @@ class WorkerOptions:
     max_backoff: timedelta = timedelta(minutes=5)
     poll: float = 1.0
     """Seconds to wait when nothing is due."""
-    tenant: str | None = None
-    """Only this tenant's episodes (all tenants when ``None``)."""
+    tenant: str | Sequence[str] | None = None
+    """Only this tenant's (or these tenants') episodes; all tenants when ``None``."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.max_attempts < 1 or self.lease <= timedelta(0):
             raise ValueError("batch_size and max_attempts must be >= 1 and the lease positive")
+
+    @property
+    def tenants(self) -> list[str] | None:
+        if self.tenant is None:
+            return None
+        return [self.tenant] if isinstance(self.tenant, str) else list(self.tenant) or None
 
     def backoff_for(self, attempts: int) -> timedelta:
         """The wait before attempt ``attempts + 1``: doubling from ``backoff``, capped."""
@@ -106,7 +114,7 @@ class Worker:
 
     def backlog(self) -> int:
         """Episodes pending or claimed (by anyone) in this worker's scope."""
-        rows = self.graph.store.read(queue.BACKLOG, {"tenant": self.options.tenant})
+        rows = self.graph.store.read(queue.BACKLOG, {"tenants": self.options.tenants})
         return rows[0]["n"]
 
     def run_once(self, should_stop: Callable[[], bool] = lambda: False) -> int:
@@ -114,18 +122,23 @@ class Worker:
         o = self.options
         started = self.graph.clock()
         batch = self.graph.store.transact(lambda: queue.claim_steps(
-            self.name, o.batch_size, o.lease, o.max_attempts, started, o.tenant))
+            self.name, o.batch_size, o.lease, o.max_attempts, started, o.tenants))
         if not batch:
             return 0
         self.stats.batches += 1
         self.stats.claimed += len(batch)
         log.info("worker %s claimed %d episode(s)", self.name, len(batch))
+        waiting: set[str] = set()
         for index, item in enumerate(batch):
             if should_stop():
-                self._release(batch[index:])
+                self._release([c for c in batch[index:] if c.episode.tenant_id not in waiting])
                 break
+            if item.episode.tenant_id in waiting:
+                continue  # handed back below: an older episode of its tenant waits for a retry
             started = self._renew_if_due(batch[index:], started)
-            self._handle(item)
+            if not self._handle(item):
+                waiting.add(item.episode.tenant_id)
+                self._release([c for c in batch[index + 1:] if c.episode.tenant_id == item.episode.tenant_id])
         return len(batch)
 
     def _renew_if_due(self, rest: list[queue.Claimed], since: datetime) -> datetime:
@@ -150,10 +163,14 @@ class Worker:
             log.warning("worker %s: lease on %s/%s was taken over before it finished", self.name,
                         item.episode.tenant_id, item.episode.id)
 
-    def _handle(self, item: queue.Claimed) -> None:
+    def _handle(self, item: queue.Claimed) -> bool:
+        """Process one claimed episode; ``False`` if it was sent back for a retry."""
         episode = item.episode
+        extractors = self.extractors
+        if item.deltas:
+            extractors = [StructuredDeltas(item.deltas), *extractors]
         try:
-            report = process(self.graph, episode, self.extractors, mark_done=False)
+            report = process(self.graph, episode, extractors, mark_done=False)
         except SgamError as exc:
             if exc.transient and item.attempts < self.options.max_attempts:
                 wait = self.options.backoff_for(item.attempts)
@@ -162,16 +179,17 @@ class Worker:
                          episode.tenant_id, episode.id, exc, wait)
                 self._settle(queue.RETRY, item, error=f"{type(exc).__name__}: {exc}",
                              not_before=self.graph.clock() + wait)
-                return
+                return False
             self._dead_letter(item, exc)
-            return
+            return True
         except Exception as exc:  # noqa: BLE001 - any other failure is terminal: dead-letter it
             self._dead_letter(item, exc)
-            return
+            return True
         self.stats.done += 1
         self.stats.written += report.written
         self.stats.quarantined += len(report.quarantined)
         self._settle(queue.DONE, item, written=report.written, quarantined=len(report.quarantined))
+        return True
 
     def _dead_letter(self, item: queue.Claimed, exc: BaseException) -> None:
         message = f"{type(exc).__name__}: {exc}"

@@ -46,6 +46,7 @@ DEFAULT_BATCH = 2000
 # Two lanes keep both the Python reconciliation and the server busy on a small machine.
 DEFAULT_WORKERS = 2
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -414,6 +415,33 @@ class AsyncMemoryGraph(_Queries):
         return episode if recorded.stored_id == episode.id else episode.model_copy(
             update={"id": recorded.stored_id})
 
+    async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
+        return await self.store.record_episodes(episodes)
+
+    async def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
+                     extractors: Sequence[Extractor] | None = None, remember: bool = False,
+                     **fields: Any) -> IngestReport:
+        """:meth:`MemoryGraph.ingest` on asyncio: the same pipeline, with extractors (which may call a
+        model and block) in a thread and every Cypher statement on this graph's async driver."""
+        episode = episode or episode_from_fields(fields)
+        chosen = default_extractors(self.schema) if extractors is None else extractors
+        deltas = list(deltas)
+        return await self._in_thread(lambda graph: submit(graph, episode, chosen, deltas=deltas,
+                                                          remember=remember))
+
+    async def quarantine(self, tenant: str, *, status: str | None = "open") -> list[QuarantineEntry]:
+        tenant = self._tenant(tenant)
+        return await self._in_thread(lambda graph: list_quarantine(graph, tenant, status=status))
+
+    async def replay_quarantine(self, tenant: str,
+                                extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
+        tenant = self._tenant(tenant)
+        chosen = default_extractors(self.schema) if extractors is None else extractors
+        return await self._in_thread(lambda graph: replay_quarantine(graph, tenant, chosen))
+
+    async def _in_thread(self, work: Callable[[_Blocking], R]) -> R:
+        return await asyncio.to_thread(work, _Blocking(self, asyncio.get_running_loop()))
+
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         return (await self.store.write([delta or _build(MemoryDelta, fields)], atomic=True)).results[0]
 
@@ -463,3 +491,33 @@ class AsyncMemoryGraph(_Queries):
                        valid_at: datetime | None = None,
                        known_at: datetime | None = None) -> list[TraversalPath]:
         return _paths(await self.query("traverse", **self._traverse(tenant, subject, relations, valid_at, known_at)))
+
+
+class _Blocking:
+    """A blocking face of an :class:`AsyncMemoryGraph` for the (synchronous) ingest pipeline, used
+    from a worker thread: each store call runs on the graph's event loop and is waited for."""
+
+    def __init__(self, graph: AsyncMemoryGraph, loop: asyncio.AbstractEventLoop) -> None:
+        self._graph = graph
+        self._loop = loop
+        self.schema = graph.schema
+        self.clock = graph.clock
+        self.store = self
+
+    def _wait(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def transact(self, make_steps: Callable[[], Any]) -> Any:
+        return self._wait(self._graph.store.transact(make_steps))
+
+    def read(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._wait(self._graph.store.read(query, params))
+
+    def record(self, episodes: Sequence[Episode], status: str = "recorded") -> list[Any]:
+        return self._wait(self._graph.store.record(episodes, status))
+
+    def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False) -> BatchResult:
+        return self._wait(self._graph.write_many(list(deltas), atomic=atomic))
+
+    def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        return self._wait(self._graph.query(name, **params))

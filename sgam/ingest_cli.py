@@ -1,7 +1,7 @@
 """The ingest commands of the ``sgam`` CLI (registered on the main app by ``sgam.cli``).
 
     sgam ingest FILE... -t T [--kind K]    record episodes; process now or queue them
-    sgam worker [-t T] [--until-idle]      process the queue (safe to run several at once)
+    sgam worker [-t T ...] [--until-idle]  process the queue (safe to run several at once)
     sgam queue status|retry -t T           the queue's state; requeue dead-lettered episodes
     sgam quarantine list|replay -t T       refused candidates; re-validate them after a schema change
 """
@@ -164,7 +164,8 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     @app.command("worker")
     @friendly
     def worker_command(
-        tenant: str = typer.Option(None, "--tenant", "-t", help="Only this tenant [default: all]"),
+        tenant: list[str] = typer.Option(None, "--tenant", "-t",
+                                         help="Only this tenant (repeat for several) [default: all]"),
         batch: int = typer.Option(10, "--batch", min=1, help="Episodes claimed per transaction"),
         lease: float = typer.Option(60.0, "--lease", min=0.1, help="Seconds a claim holds before others may take it"),
         max_attempts: int = typer.Option(5, "--max-attempts", min=1, help="Claims before an episode is dead-lettered"),
@@ -180,7 +181,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
         options = WorkerOptions(batch_size=batch, lease=timedelta(seconds=lease), max_attempts=max_attempts,
-                                backoff=timedelta(seconds=backoff), poll=poll, tenant=tenant)
+                                backoff=timedelta(seconds=backoff), poll=poll, tenant=tenant or None)
         loaded = _schema(schema)
         # SIGTERM / Ctrl-C: finish the episode at hand, hand the rest of the batch back, exit.
         stopping: list[int] = []
@@ -190,7 +191,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
             with MemoryGraph.connect(schema=loaded) as graph:
                 worker = Worker(graph, _extractors(extractor, loaded, events), options, name=name)
                 err.print(f"worker {worker.name} started (batch {batch}, lease {lease:g}s"
-                          f"{', tenant ' + tenant if tenant else ''})", highlight=False)
+                          f"{', tenants ' + ', '.join(tenant) if tenant else ''})", highlight=False)
                 stats = worker.run(until_idle=until_idle, max_batches=max_batches,
                                    should_stop=lambda: bool(stopping))
         finally:
@@ -264,7 +265,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
 
 def _row(source: str, report: Any) -> dict[str, Any]:
     return {"source": source, "episode": report.episode_id, "recorded": report.recorded,
-            "queued": report.queued, "written": report.written, "unchanged": report.unchanged,
+            "queued": report.queued, "deferred": report.deferred, "written": report.written, "unchanged": report.unchanged,
             "quarantined": [{"id": e.id, "stage": e.stage, "reason": e.reason} for e in report.quarantined]}
 
 
@@ -280,6 +281,10 @@ def _print_ingest(rows: list[dict[str, Any]], errors: list[ItemError], as_json: 
     console.print(f"{len(rows)} episodes ({recorded['created']} new, {recorded['existing']} already stored, "
                   f"{recorded['duplicate']} duplicates): {queued} queued, {written} facts written, "
                   f"{len(quarantined)} quarantined, {len(errors)} rejected", highlight=False)
+    for row in rows:
+        if row.get("deferred"):
+            err.print(f"queued instead of written now {row['source']}: {row['deferred']}", highlight=False,
+                      markup=False)
     for source, entry in quarantined:
         err.print(f"quarantined {source} ({entry['stage']}): {entry['reason']}", highlight=False, markup=False)
     for error in errors:

@@ -242,3 +242,30 @@ def test_backoff_doubles_and_is_capped() -> None:
     assert [options.backoff_for(n).total_seconds() for n in (1, 2, 3, 4)] == [2, 4, 8, 10]
     with pytest.raises(ValueError):
         WorkerOptions(batch_size=0)
+
+
+def test_a_transient_neo4j_error_is_a_transient_sgam_error() -> None:
+    from neo4j.exceptions import Neo4jError
+
+    from sgam.graph.errors import SgamError, StoreUnavailable
+    from sgam.graph.store import translated
+
+    deadlock = Neo4jError._hydrate_neo4j(code="Neo.TransientError.Transaction.DeadlockDetected",
+                                         message="a deadlock")
+    with pytest.raises(StoreUnavailable, match="transient error Neo.TransientError.Transaction.DeadlockDetected") as caught:
+        with translated("bolt://127.0.0.1:1"):
+            raise deadlock
+    assert caught.value.transient
+    syntax = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Statement.SyntaxError", message="bad")
+    with pytest.raises(SgamError) as caught:
+        with translated("bolt://127.0.0.1:1"):
+            raise syntax
+    assert not caught.value.transient
+
+
+def test_stored_deltas_of_a_deferred_episode() -> None:
+    from sgam.ingest.queue import stored_deltas
+
+    assert stored_deltas(None) == [] and stored_deltas("") == []
+    assert stored_deltas('[{"attribute": "home_city", "value": "Porto"}, 3]') == [
+        {"attribute": "home_city", "value": "Porto"}]
