@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ScalarValue = str | int | float | bool | date | datetime
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
-_TENANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
-_PRINCIPAL_RE = re.compile(r"^[a-z][a-z0-9_\-]{0,31}:[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
+# \Z, not $: "$" also matches before a trailing newline, which would let "mira\n" through.
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}\Z")
+_TENANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}\Z")
+_PRINCIPAL_RE = re.compile(r"^[a-z][a-z0-9_\-]{0,31}:[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}\Z")
 
 SUBJECT_READER = "subject"
 """In a private attribute's ``readers``: the principal of the subject the fact is about (``user:<id>``)."""

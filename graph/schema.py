@@ -21,9 +21,10 @@ from .models import SUBJECT_READER, Cardinality, check_principal, require_aware
 
 ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
 
-_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
-_REL_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
-_ATTRIBUTE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+# \Z, not $: "$" also matches before a trailing newline ("Person\n" is not a label).
+_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}\Z")
+_REL_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
+_ATTRIBUTE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
 _RESERVED_LABELS = {"Entity", "Value", "Episode", "SchemaVersion", "Migration"}
 _RESERVED_REL_TYPES = {"MENTIONS"}
 
@@ -119,6 +120,14 @@ class Schema(_Spec):
                     f"entity type {label!r} must be CamelCase ASCII (e.g. Customer) and not one of "
                     f"{sorted(_RESERVED_LABELS)}"
                 )
+        return value
+
+    @field_validator("retention")
+    @classmethod
+    def _retention_names(cls, value: dict[str, RetentionClass]) -> dict[str, RetentionClass]:
+        for name in value:
+            if not _ATTRIBUTE_RE.match(name):
+                raise ValueError(f"retention class {name!r} must be snake_case ASCII, e.g. operational")
         return value
 
     @model_validator(mode="after")

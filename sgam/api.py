@@ -153,6 +153,8 @@ class _Queries:
         query = get_query(name)
         if "principal" in params:
             params = {**params, "principal": cls._principal(params["principal"])}
+        if isinstance(params.get("tenant"), str):
+            cls._tenant(params["tenant"])
         return query.text, query.bind(params)
 
     def _doctor(self, tenant: str) -> dict[str, Any]:
