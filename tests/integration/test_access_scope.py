@@ -248,8 +248,11 @@ def test_private_attribute_of_the_shipped_schema(graph: MemoryGraph, tenant: str
     assert graph.current(tenant, "ada", principal="user:bob") == []
     assert [f.visible_to for f in graph.current(tenant, "ada", principal="user:ada")] == [("user:ada", "agent:kyc")]
     assert len(graph.current(tenant, "ada", principal="agent:kyc")) == 1
-    assert graph.context(tenant, "born", subjects="ada", expand=False).facts == []
-    assert "1990" not in graph.context(tenant, "when was ada born", expand=None).text
+    embedder = MarkerEmbedder("born")
+    for principal, shown in ((None, False), ("user:bob", False), ("user:ada", True), ("*", True)):
+        context = graph.context(tenant, "when was ada born", subjects="ada", embedder=embedder,
+                                principal=principal)
+        assert ("1990" in context.text) is shown, (principal, context.text)
 
 
 @pytest.mark.parametrize("principal", ["mira", "user:", ":mira", "User:mira", "user:mi ra", "user:`x`", "**", ""])
@@ -273,3 +276,24 @@ def test_private_attribute_specs_are_checked(spec: dict[str, Any], words: list[s
         Schema.from_data(data)
     for word in words:
         assert word in str(caught.value)
+
+
+def test_cli_reads_as_a_principal(env: None, graph: MemoryGraph, tenant: str) -> None:
+    from typer.testing import CliRunner
+
+    from sgam.cli import app
+
+    graph.record_episode(tenant_id=tenant, id="e1", content="ada was born on 1990-04-01", occurred_at=EPOCH)
+    graph.write(tenant_id=tenant, subject="ada", attribute="date_of_birth", value="1990-04-01",
+                valid_from=EPOCH, source_episode_id="e1")
+    runner = CliRunner()
+    for extra, shown in (([], False), (["--as", "user:bob"], False), (["--as", "user:ada"], True),
+                         (["--as", "*"], True)):
+        for args in (["query", "current", "-t", tenant, "-s", "ada", "--json"],
+                     ["export", "-t", tenant, "-f", "json"],
+                     ["context", "when was ada born", "-t", tenant, "-s", "ada", "--no-expand"]):
+            result = runner.invoke(app, [*args, *extra])
+            assert result.exit_code == 0, result.output
+            assert ("1990-04-01" in result.output) is shown, (args, extra, result.output)
+    result = runner.invoke(app, ["query", "current", "-t", tenant, "-s", "ada", "--as", "bob"])
+    assert result.exit_code != 0 and "principal 'bob' is not valid" in result.output
