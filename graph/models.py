@@ -19,8 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ScalarValue = str | int | float | bool | date | datetime
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
-_TENANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
+# \Z, not $: "$" also matches before a trailing newline, which would let "mira\n" through.
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}\Z")
+_TENANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}\Z")
+_PRINCIPAL_RE = re.compile(r"^[a-z][a-z0-9_\-]{0,31}:[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}\Z")
+
+SUBJECT_READER = "subject"
+"""In a private attribute's ``readers``: the principal of the subject the fact is about (``user:<id>``)."""
+
+ALL_PRINCIPALS = "*"
+"""The reader that sees every fact, private ones included: trusted admin or analyst reads only."""
 
 
 def utcnow() -> datetime:
@@ -44,6 +52,24 @@ def check_tenant(value: str) -> str:
         raise ValueError(
             f"tenant_id {value!r} is not valid: use 1-64 letters, digits, '_' or '-', "
             "starting with a letter or digit"
+        )
+    return value
+
+
+def check_principal(value: str | None, *, reading: bool = False) -> str | None:
+    """Validate a reader principal, ``kind:name`` (``user:mira``, ``agent:hr``).
+
+    When ``reading``, ``None`` (no principal: shared facts only) and :data:`ALL_PRINCIPALS` are
+    accepted too.
+    """
+    if reading and (value is None or value == ALL_PRINCIPALS):
+        return value
+    if not isinstance(value, str) or not _PRINCIPAL_RE.match(value):
+        extra = f", {ALL_PRINCIPALS!r} for every fact, or None for shared facts only" if reading else ""
+        raise ValueError(
+            f"principal {value!r} is not valid: use kind:name, e.g. 'user:mira' or 'agent:hr' "
+            f"(kind: 1-32 lower-case letters, digits, '_' or '-'; name: up to 128 of letters, "
+            f"digits or '_.:@-'){extra}"
         )
     return value
 
@@ -209,6 +235,7 @@ class Fact(BaseModel):
     asserted_by: str
     confidence: float
     retention_policy: str
+    visible_to: tuple[str, ...] | None = None
     status: Status = Status.CONFIRMED
     op: Op = Op.ASSERT
     support_count: int = 1

@@ -15,14 +15,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .countries import iso_country
 from .errors import InvalidDelta, SchemaViolation
-from .models import Cardinality, require_aware
+from .models import SUBJECT_READER, Cardinality, check_principal, require_aware
 
 ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
 
-_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
-_REL_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
-_ATTRIBUTE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+# \Z, not $: "$" also matches before a trailing newline ("Person\n" is not a label).
+_LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}\Z")
+_REL_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
+_ATTRIBUTE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
 _RESERVED_LABELS = {"Entity", "Value", "Episode", "SchemaVersion", "Migration"}
 _RESERVED_REL_TYPES = {"MENTIONS"}
 
@@ -68,7 +70,9 @@ class AttributeSpec(_Spec):
     target: str | None = None
     values: tuple[str, ...] = ()
     rel_type: str | None = Field(default=None, min_length=1)
-    normalise: Literal["lower", "strip", "upper"] | None = None
+    normalise: Literal["lower", "strip", "upper", "iso_country"] | None = None
+    visibility: Literal["shared", "private"] = "shared"
+    readers: tuple[str, ...] = ()
     description: str = ""
 
     @model_validator(mode="after")
@@ -77,7 +81,23 @@ class AttributeSpec(_Spec):
             raise ValueError("an entity-valued attribute (a relation) needs a 'target' entity type")
         if self.value_type == "enum" and not self.values:
             raise ValueError("an enum attribute needs its allowed 'values'")
+        if self.visibility == "private" and not self.readers:
+            raise ValueError("a private attribute needs 'readers': 'subject' and/or principals like 'agent:hr'")
+        if self.visibility == "shared" and self.readers:
+            raise ValueError("'readers' only apply to an attribute with visibility: private")
+        for reader in self.readers:
+            if reader != SUBJECT_READER:
+                check_principal(reader)
         return self
+
+    def visible_to(self, subject: str) -> tuple[str, ...] | None:
+        """The principals that may read a fact of this attribute about ``subject``; ``None`` = all.
+
+        ``subject`` in ``readers`` stands for the subject's own principal, ``user:<subject id>``.
+        """
+        if self.visibility == "shared":
+            return None
+        return tuple(dict.fromkeys(f"user:{subject}" if r == SUBJECT_READER else r for r in self.readers))
 
 
 class Schema(_Spec):
@@ -100,6 +120,14 @@ class Schema(_Spec):
                     f"entity type {label!r} must be CamelCase ASCII (e.g. Customer) and not one of "
                     f"{sorted(_RESERVED_LABELS)}"
                 )
+        return value
+
+    @field_validator("retention")
+    @classmethod
+    def _retention_names(cls, value: dict[str, RetentionClass]) -> dict[str, RetentionClass]:
+        for name in value:
+            if not _ATTRIBUTE_RE.match(name):
+                raise ValueError(f"retention class {name!r} must be snake_case ASCII, e.g. operational")
         return value
 
     @model_validator(mode="after")
@@ -243,6 +271,11 @@ def _coerce(spec: AttributeSpec, attribute: str, raw: Any) -> Any:
         if not isinstance(raw, str) or not raw.strip():
             raise _fail(attribute, spec, raw)
         text = _normalise(raw, spec.normalise)
+        if text is None:
+            raise InvalidDelta(
+                f"value {raw!r} is not valid for attribute {attribute!r}: it names no ISO 3166 country; "
+                "give a country name (Germany, Deutschland), an alpha-2 (DE) or alpha-3 (DEU) code"
+            )
         if kind == "enum" and text not in spec.values:
             raise _fail(attribute, spec, raw)
         return text
@@ -263,8 +296,10 @@ def _coerce(spec: AttributeSpec, attribute: str, raw: Any) -> Any:
     return _as_datetime(spec, attribute, raw)
 
 
-def _normalise(text: str, how: str | None) -> str:
+def _normalise(text: str, how: str | None) -> str | None:
     text = text.strip()
+    if how == "iso_country":
+        return iso_country(text)
     if how == "lower":
         return text.lower()
     if how == "upper":

@@ -137,6 +137,14 @@ CREATE (e)-[f:%%s]->(t)
 SET f = props {.*, %s}
 """ % _AS_DATETIME
 
+# An episode that states a private fact holds its text: only the fact's readers may see it too.
+RESTRICT_EPISODES = """
+UNWIND $episodes AS r
+MATCH (ep:Episode {tenant_id: r.tenant_id, id: r.id})
+SET ep.visible_to = CASE WHEN ep.visible_to IS NULL THEN r.readers
+                         ELSE [p IN ep.visible_to WHERE p IN r.readers] END
+"""
+
 LINK_MENTIONS = """
 UNWIND $mentions AS m
 MATCH (ep:Episode {tenant_id: m.tenant_id, id: m.episode})
@@ -349,11 +357,25 @@ def _persist(prepared: list[_Prepared], locked: _Locked, creates: list[dict[str,
     for rel_type, rows in sorted(relation_rows.items()):
         yield Statement(CREATE_RELATION_FACTS % quote_identifier(rel_type), {"rows": rows, "now": now})
 
+    restricted = _private_episodes(prepared, schema)
+    if restricted:
+        yield Statement(RESTRICT_EPISODES, {"episodes": restricted})
     mentions = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
                 for p in prepared for entity in _entities_of(p)}
     yield Statement(LINK_MENTIONS, {"mentions": [
         {"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(mentions)
     ]})
+
+
+def _private_episodes(prepared: list[_Prepared], schema: Schema) -> list[dict[str, Any]]:
+    """The source episodes of private deltas, each with the readers every such delta allows."""
+    readers: dict[tuple[str, str], list[str]] = {}
+    for p in prepared:
+        allowed = schema.attribute(p.delta.attribute).visible_to(p.delta.subject)
+        if allowed is not None:
+            key = (p.delta.tenant_id, p.delta.source_episode_id)
+            readers[key] = [r for r in readers.get(key, allowed) if r in allowed]
+    return [{"tenant_id": t, "id": e, "readers": r} for (t, e), r in sorted(readers.items())]
 
 
 _MUTABLE = {

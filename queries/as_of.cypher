@@ -5,11 +5,13 @@
 // param: attribute string?  one attribute, or null for every attribute
 // param: valid_at datetime  the instant the question is about (valid time)
 // param: known_at datetime?  what we believed at this instant (transaction time); null = now
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null, principal: null}
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute)
   AND f.status = 'confirmed'
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= $valid_at
   AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
   AND CASE WHEN $known_at IS NULL THEN f.expired_at IS NULL

@@ -5,11 +5,13 @@
 // param: until datetime  end of the window (exclusive)
 // param: subject string?  one entity, or null for every subject
 // param: attribute string?  one attribute, or null for every attribute
-// example: :param {tenant: 'demo', since: datetime('2026-01-01T00:00:00Z'), until: datetime() + duration('PT1M'), subject: null, attribute: null}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', since: datetime('2026-01-01T00:00:00Z'), until: datetime() + duration('PT1M'), subject: null, attribute: null, principal: null}
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND ($subject IS NULL OR s.id = $subject)
   AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND ((f.recorded_at >= $since AND f.recorded_at < $until)
        OR (f.expired_at >= $since AND f.expired_at < $until))
 UNWIND [e IN [{change: 'recorded', at: f.recorded_at}, {change: 'retired', at: f.expired_at}]

@@ -474,13 +474,15 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                   attributes: str | Sequence[str] | None = None, as_of: datetime | None = None,
                   now: datetime, budget_tokens: int = 800, expand: bool | None = None,
                   embedder: Embedder | None = None, schema: Schema | None = None,
-                  k: int = 8, min_score: float = 0.6,
+                  k: int = 8, min_score: float = 0.6, principal: str | None = None,
                   count_tokens: TokenCounter = approx_tokens) -> Steps:
     """Read what the context needs and assemble it (a generator of ``("read", Statement)``).
 
     ``expand``: ``None`` widens with everything available (vector kNN only with the embeddings
     extra, saying so in ``notes`` when it is missing); ``True`` requires vector expansion
     (:class:`EmbeddingsUnavailable` without the extra); ``False`` gives the exact facts only.
+    ``principal``: the reader; every read below leaves out the private facts (and the episodes
+    that stated them) it may not see (None: shared facts only; ``"*"``: everything).
     """
     try:
         tenant = check_tenant(tenant)
@@ -520,7 +522,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     every: list[Fact] = []
     for subject in dict.fromkeys(subject_list):
         rows = yield _named("as-of", tenant=tenant, subject=subject, attribute=None,
-                            valid_at=instant, known_at=None)
+                            valid_at=instant, known_at=None, principal=principal)
         every += [fact_from_properties(r["fact"]) for r in rows]
     in_play = wanted or attributes_in_play(question, {f.attribute for f in every}) \
         or sorted({f.attribute for f in every})
@@ -532,7 +534,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     if expand is not False:
         if subject_list:
             rows = yield _named("context-neighbourhood", tenant=tenant, subjects=subject_list,
-                                valid_at=instant, limit=k)
+                                valid_at=instant, limit=k, principal=principal)
             for row in rows:
                 if row["kind"] == "episode":
                     found.add_episode("graph", _episode(row["episode"]))
@@ -542,7 +544,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
             for row in sorted((r for r in rows if r["kind"] == "fact"), key=lambda r: r["distance"]):
                 found.add_fact("graph", fact_from_properties(row["fact"]))
         if terms:
-            rows = yield _named("search-episodes", tenant=tenant, text=terms, valid_at=instant, k=k)
+            rows = yield _named("search-episodes", tenant=tenant, text=terms, valid_at=instant, k=k,
+                                principal=principal)
             for row in rows:
                 found.add_episode("fulltext", _episode(row))
         if use_vectors:
@@ -552,7 +555,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                 fetch = min(MAX_FETCH, k * OVERFETCH)
                 while True:
                     [row] = yield _named(name, tenant=tenant, vector=vector, fetch=fetch, k=k,
-                                         min_score=min_score, valid_at=instant)
+                                         min_score=min_score, valid_at=instant, principal=principal)
                     hits = row["hits"]
                     exhausted = row["fetched"] < fetch or (row["floor"] or 0.0) < min_score
                     if len(hits) >= k or exhausted or fetch >= MAX_FETCH:
@@ -572,7 +575,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
         # 4. labels: what each retrieved episode stated, against what holds at the instant
         if found.episodes:
             rows = yield _named("episode-facts", tenant=tenant, episodes=sorted(found.episodes),
-                                valid_at=instant)
+                                valid_at=instant, principal=principal)
             single = [] if schema is None else [
                 name for name, spec in schema.attributes.items() if spec.cardinality is Cardinality.ONE]
             found.stated = classify_statements(rows, single)

@@ -4,17 +4,20 @@
 // param: subjects list  the anchor entity ids, e.g. mira,cust-ada
 // param: valid_at datetime  the instant every hop and fact must be valid at
 // param: limit int[1..500]  at most this many episodes and this many neighbour entities per anchor
-// example: :param {tenant: 'demo', subjects: ['cust-ada'], valid_at: datetime(), limit: 10}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subjects: ['cust-ada'], valid_at: datetime(), limit: 10, principal: null}
 UNWIND $subjects AS subject
 MATCH (s:Entity {tenant_id: $tenant, id: subject})
 CALL (s) {
   MATCH (ep:Episode)-[:MENTIONS]->(s)
   WHERE ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND ep.redacted_at IS NULL
+    AND (ep.visible_to IS NULL OR $principal = '*' OR $principal IN ep.visible_to)
   WITH ep ORDER BY ep.occurred_at DESC LIMIT $limit
   RETURN 'episode' AS kind, 0 AS distance,
          ep {.id, .content, .actor, .kind, occurred_at: toString(ep.occurred_at)} AS episode, null AS fact
   UNION ALL
   MATCH (s) (()-[h WHERE h.kind = 'relation' AND h.tenant_id = $tenant AND h.status = 'confirmed'
+                       AND (h.visible_to IS NULL OR $principal = '*' OR $principal IN h.visible_to)
                        AND h.expired_at IS NULL AND h.valid_from <= $valid_at
                        AND (h.valid_to IS NULL OR $valid_at < h.valid_to)]-()){1,2} (n:Entity)
   WHERE n <> s
@@ -23,6 +26,7 @@ CALL (s) {
   MATCH (n)-[f]-()
   WHERE f.memory_id IS NOT NULL AND f.tenant_id = $tenant AND f.status = 'confirmed'
     AND f.expired_at IS NULL AND f.valid_from <= $valid_at
+    AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
     AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
   RETURN 'fact' AS kind, distance, null AS episode,
          f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to),

@@ -3,12 +3,14 @@
 // param: tenant string  the tenant id
 // param: subject string  the entity id, e.g. mira
 // param: attribute string?  one attribute, or null for every attribute
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline'}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', principal: null}
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute)
   AND f.expired_at IS NULL
   AND f.status = 'confirmed'
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= datetime()
   AND (f.valid_to IS NULL OR datetime() < f.valid_to)
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,

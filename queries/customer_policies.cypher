@@ -4,11 +4,13 @@
 // param: customer string?  one customer id, or null for every customer
 // param: valid_at datetime  the instant both hops must be valid at
 // param: known_at datetime?  what we believed at this instant; null = now
-// example: :param {tenant: 'demo', customer: 'cust-ada', valid_at: datetime('2026-02-01T00:00:00Z'), known_at: null}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', customer: 'cust-ada', valid_at: datetime('2026-02-01T00:00:00Z'), known_at: null, principal: null}
 MATCH (c:Customer {tenant_id: $tenant})-[h:HOLDS]->(a:Account)-[k:COVERED_BY]->(p:Policy)
 WHERE ($customer IS NULL OR c.id = $customer)
   AND all(f IN [h, k] WHERE
         f.status = 'confirmed'
+    AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
     AND f.valid_from <= $valid_at
     AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
     AND CASE WHEN $known_at IS NULL THEN f.expired_at IS NULL
@@ -17,6 +19,7 @@ WHERE ($customer IS NULL OR c.id = $customer)
 CALL (p) {
   OPTIONAL MATCH (p)-[pl:PLAN]->(:Value)
   WHERE pl.status = 'confirmed'
+    AND (pl.visible_to IS NULL OR $principal = '*' OR $principal IN pl.visible_to)
     AND pl.valid_from <= $valid_at AND (pl.valid_to IS NULL OR $valid_at < pl.valid_to)
     AND CASE WHEN $known_at IS NULL THEN pl.expired_at IS NULL
              ELSE pl.recorded_at <= $known_at AND (pl.expired_at IS NULL OR $known_at < pl.expired_at)

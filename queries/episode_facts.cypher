@@ -3,16 +3,20 @@
 // param: tenant string  the tenant id
 // param: episodes list  the episode ids, e.g. e1,e2
 // param: valid_at datetime  the instant the holding versions must be valid at
-// example: :param {tenant: 'demo', episodes: ['e1', 'e2'], valid_at: datetime()}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', episodes: ['e1', 'e2'], valid_at: datetime(), principal: null}
 UNWIND $episodes AS eid
-MATCH (:Episode {tenant_id: $tenant, id: eid})-[:MENTIONS]->(s:Entity)
+MATCH (ep:Episode {tenant_id: $tenant, id: eid})-[:MENTIONS]->(s:Entity)
+WHERE (ep.visible_to IS NULL OR $principal = '*' OR $principal IN ep.visible_to)
 MATCH (s)-[f]->()
 WHERE f.memory_id IS NOT NULL AND f.tenant_id = $tenant
   AND (f.source_episode_id = eid OR eid IN coalesce(f.support_episodes, []))
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 CALL (s, f) {
   OPTIONAL MATCH (s)-[g]->()
   WHERE g.memory_id IS NOT NULL AND g.attribute = f.attribute AND g.status = 'confirmed'
     AND g.expired_at IS NULL AND g.valid_from <= $valid_at
+    AND (g.visible_to IS NULL OR $principal = '*' OR $principal IN g.visible_to)
     AND (g.valid_to IS NULL OR $valid_at < g.valid_to)
   RETURN collect(g {.*, valid_from: toString(g.valid_from), valid_to: toString(g.valid_to),
                     recorded_at: toString(g.recorded_at), expired_at: toString(g.expired_at),

@@ -3,10 +3,12 @@
 // param: tenant string  the tenant id
 // param: subject string  the entity id
 // param: attribute string?  one attribute, or null for every attribute
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline'}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', principal: null}
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.recorded_at AS recorded_at, f.expired_at AS expired_at,
        f.op AS op, f.source_episode_id AS episode, f.supersedes_memory_id AS supersedes,

@@ -6,12 +6,14 @@
 // param: k int[1..1000]  at most this many hits are returned
 // param: min_score float[0..1]  the lowest similarity kept (Neo4j's cosine score, (1 + cos) / 2)
 // param: valid_at datetime  the instant the entity's facts must be valid at
-// example: :param {tenant: 'demo', vector: COLLECT { MATCH (e:Entity {tenant_id: 'demo', id: 'cust-ada'}) RETURN e.embedding }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime()}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', vector: COLLECT { MATCH (e:Entity {tenant_id: 'demo', id: 'cust-ada'}) RETURN e.embedding }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime(), principal: null}
 CALL db.index.vector.queryNodes('sgam_entity_embedding', $fetch, $vector) YIELD node AS e, score
 WITH count(*) AS fetched, min(score) AS floor,
      collect(CASE WHEN e.tenant_id = $tenant AND score >= $min_score
                    AND EXISTS { MATCH (e)-[f]-() WHERE f.memory_id IS NOT NULL AND f.expired_at IS NULL
                                   AND f.status = 'confirmed' AND f.valid_from <= $valid_at
+                                  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
                                   AND (f.valid_to IS NULL OR $valid_at < f.valid_to) }
                   THEN e {.id, .name, .type, score: score} END) AS kept
 RETURN fetched, floor, kept[0..$k] AS hits

@@ -6,10 +6,12 @@
 // param: k int[1..1000]  at most this many hits are returned
 // param: min_score float[0..1]  the lowest similarity kept (Neo4j's cosine score, (1 + cos) / 2)
 // param: valid_at datetime  only episodes that occurred at or before this instant
-// example: :param {tenant: 'demo', vector: COLLECT { MATCH (e:Episode {tenant_id: 'demo', id: 'e2'}) RETURN e.embedding }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime()}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', vector: COLLECT { MATCH (e:Episode {tenant_id: 'demo', id: 'e2'}) RETURN e.embedding }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime(), principal: null}
 CALL db.index.vector.queryNodes('sgam_episode_embedding', $fetch, $vector) YIELD node AS ep, score
 WITH count(*) AS fetched, min(score) AS floor,
      collect(CASE WHEN ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND ep.redacted_at IS NULL
+                   AND (ep.visible_to IS NULL OR $principal = '*' OR $principal IN ep.visible_to)
                    AND score >= $min_score
                   THEN ep {.id, .content, .actor, .kind, occurred_at: toString(ep.occurred_at),
                            score: score} END) AS kept

@@ -6,7 +6,8 @@
 // param: k int[1..1000]  at most this many hits are returned
 // param: min_score float[0..1]  the lowest similarity kept (Neo4j's cosine score, (1 + cos) / 2)
 // param: valid_at datetime  the instant the fact versions must be valid at
-// example: :param {tenant: 'demo', vector: COLLECT { MATCH (v:Value {tenant_id: 'demo'}) WHERE v.embedding IS NOT NULL RETURN v.embedding LIMIT 1 }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime()}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', vector: COLLECT { MATCH (v:Value {tenant_id: 'demo'}) WHERE v.embedding IS NOT NULL RETURN v.embedding LIMIT 1 }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime(), principal: null}
 CALL db.index.vector.queryNodes('sgam_value_embedding', $fetch, $vector) YIELD node AS v, score
 WITH count(*) AS fetched, min(score) AS floor,
      collect(CASE WHEN v.tenant_id = $tenant AND score >= $min_score THEN {v: v, score: score} END) AS kept
@@ -15,6 +16,7 @@ CALL (kept) {
   WITH hit.v AS v, hit.score AS score
   MATCH (v)<-[f]-(s)
   WHERE f.memory_id IS NOT NULL AND f.tenant_id = $tenant AND f.expired_at IS NULL AND f.status = 'confirmed'
+    AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
     AND f.valid_from <= $valid_at AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
   RETURN collect({score: score, fact: f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to),
                   recorded_at: toString(f.recorded_at), expired_at: toString(f.expired_at),

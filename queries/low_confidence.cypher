@@ -3,12 +3,14 @@
 // param: tenant string  the tenant id
 // param: threshold float[0..1]  report facts with confidence strictly below this
 // param: subject string?  one entity, or null for every subject
-// example: :param {tenant: 'demo', threshold: 0.5, subject: null}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', threshold: 0.5, subject: null, principal: null}
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND f.expired_at IS NULL
   AND ($subject IS NULL OR s.id = $subject)
   AND f.confidence < $threshold
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 RETURN s.id AS subject, f.attribute AS attribute, f.value AS value, f.confidence AS confidence,
        f.status AS status, f.valid_from AS valid_from, f.valid_to AS valid_to,
        f.source_episode_id AS episode, f.asserted_by AS asserted_by, f.memory_id AS memory_id,

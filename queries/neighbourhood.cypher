@@ -6,7 +6,8 @@
 // param: valid_at datetime  the instant every hop must be valid at
 // param: known_at datetime?  what we believed at this instant; null = now
 // param: relations list?  only these relation attributes, e.g. holds,covered_by; null = every relation
-// example: :param {tenant: 'demo', subject: 'cust-ada', hops: 2, valid_at: datetime(), known_at: null, relations: null}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subject: 'cust-ada', hops: 2, valid_at: datetime(), known_at: null, relations: null, principal: null}
 // Variable-length bounds cannot be parameters: expand up to 4 hops and keep paths of at most $hops.
 MATCH path = (s:Entity {tenant_id: $tenant, id: $subject})-[hops*1..4]-(n:Entity)
 WHERE size(hops) <= $hops
@@ -15,6 +16,7 @@ WHERE size(hops) <= $hops
         h.kind = 'relation'
     AND h.tenant_id = $tenant
     AND h.status = 'confirmed'
+    AND (h.visible_to IS NULL OR $principal = '*' OR $principal IN h.visible_to)
     AND ($relations IS NULL OR h.attribute IN $relations)
     AND h.valid_from <= $valid_at
     AND (h.valid_to IS NULL OR $valid_at < h.valid_to)

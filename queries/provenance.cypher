@@ -3,13 +3,17 @@
 // param: tenant string  the tenant id
 // param: subject string  the entity the fact is about
 // param: memory_id string  the fact version (from current, as-of or history)
-// example: :param {tenant: 'demo', subject: 'mira', memory_id: 'm-...'}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subject: 'mira', memory_id: 'm-...', principal: null}
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()
 WHERE f.memory_id = $memory_id
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 OPTIONAL MATCH (ep:Episode {tenant_id: $tenant, id: f.source_episode_id})
+  WHERE (ep.visible_to IS NULL OR $principal = '*' OR $principal IN ep.visible_to)
 CALL (s, f) {
   OPTIONAL MATCH (s)-[other]->()
   WHERE other.attribute = f.attribute AND other.memory_id <> f.memory_id
+    AND (other.visible_to IS NULL OR $principal = '*' OR $principal IN other.visible_to)
   RETURN collect(CASE WHEN other.memory_id = f.supersedes_memory_id THEN properties(other) END) AS superseded,
          collect(CASE WHEN other.supersedes_memory_id = f.memory_id THEN properties(other) END) AS superseded_by,
          collect(CASE WHEN other.memory_id = f.revises_memory_id THEN properties(other) END) AS revises,

@@ -4,9 +4,11 @@
 // param: text string  a Lucene query, e.g. passport OR deadline (words are lower-cased; AND, OR, quotes and * work)
 // param: valid_at datetime  only episodes that occurred at or before this instant
 // param: k int[1..1000]  at most this many episodes
-// example: :param {tenant: 'demo', text: 'passport', valid_at: datetime(), k: 10}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', text: 'passport', valid_at: datetime(), k: 10, principal: null}
 CALL db.index.fulltext.queryNodes('sgam_episode_text', $text) YIELD node AS ep, score
 WHERE ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND ep.redacted_at IS NULL
+  AND (ep.visible_to IS NULL OR $principal = '*' OR $principal IN ep.visible_to)
 RETURN ep.id AS id, ep.content AS content, ep.actor AS actor, ep.kind AS kind,
        toString(ep.occurred_at) AS occurred_at, score
 LIMIT $k

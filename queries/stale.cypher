@@ -3,11 +3,13 @@
 // param: tenant string  the tenant id
 // param: days int[0..]  how many days without a confirmation make a fact stale
 // param: status string?  candidate or confirmed; null = every status
-// example: :param {tenant: 'demo', days: 30, status: null}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', days: 30, status: null, principal: null}
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND f.expired_at IS NULL
   AND ($status IS NULL OR f.status = $status)
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= datetime()
   AND (f.valid_to IS NULL OR datetime() < f.valid_to)
   AND coalesce(f.last_confirmed_at, f.recorded_at) < datetime() - duration({days: $days})

@@ -5,7 +5,8 @@
 // param: known_at datetime?  what we believed at this instant; null = now
 // param: subjects list?  the entity ids to start from; null = the whole tenant
 // param: hops int[0..4]  with subjects: how many relation hops (either direction, valid at valid_at) to widen by
-// example: :param {tenant: 'demo', valid_at: datetime(), known_at: null, subjects: ['cust-ada'], hops: 2}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', valid_at: datetime(), known_at: null, subjects: ['cust-ada'], hops: 2, principal: null}
 // The entity set: the subjects and their neighbourhood, or (no subjects) every entity of the tenant.
 CALL () {
   MATCH (e:Entity {tenant_id: $tenant})
@@ -17,6 +18,7 @@ CALL () {
       AND all(h IN hops WHERE
             h.kind = 'relation'
         AND h.tenant_id = $tenant
+        AND (h.visible_to IS NULL OR $principal = '*' OR $principal IN h.visible_to)
         AND h.valid_from <= $valid_at
         AND (h.valid_to IS NULL OR $valid_at < h.valid_to)
         AND CASE WHEN $known_at IS NULL THEN h.expired_at IS NULL
@@ -32,6 +34,7 @@ UNWIND entities AS subject
 OPTIONAL MATCH (subject)-[fact]->(object)
 WHERE fact.memory_id IS NOT NULL
   AND fact.tenant_id = $tenant
+  AND (fact.visible_to IS NULL OR $principal = '*' OR $principal IN fact.visible_to)
   AND (fact.kind = 'attribute' OR object IN entities)
   AND fact.valid_from <= $valid_at
   AND (fact.valid_to IS NULL OR $valid_at < fact.valid_to)

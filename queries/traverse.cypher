@@ -5,12 +5,14 @@
 // param: relations list  the relation attributes to follow in order, e.g. holds,covered_by
 // param: valid_at datetime  the instant every hop must be valid at
 // param: known_at datetime?  what we believed at this instant; null = now
-// example: :param {tenant: 'demo', subject: 'cust-ada', relations: ['holds', 'covered_by'], valid_at: datetime(), known_at: null}
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subject: 'cust-ada', relations: ['holds', 'covered_by'], valid_at: datetime(), known_at: null, principal: null}
 MATCH path = (s:Entity {tenant_id: $tenant, id: $subject})-[hops*1..6]->(end:Entity)
 WHERE all(h IN hops WHERE
         h.kind = 'relation'
     AND h.tenant_id = $tenant
     AND h.status = 'confirmed'
+    AND (h.visible_to IS NULL OR $principal = '*' OR $principal IN h.visible_to)
     AND h.valid_from <= $valid_at
     AND (h.valid_to IS NULL OR $valid_at < h.valid_to)
     AND CASE WHEN $known_at IS NULL THEN h.expired_at IS NULL

@@ -20,7 +20,9 @@ from pydantic import BaseModel, ValidationError
 from sgam.graph.errors import InvalidDelta
 from sgam.graph.forget import ForgetReport
 from sgam.graph.retention import PurgeReport
-from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
+from sgam.graph.models import (
+    Cardinality, Episode, Fact, MemoryDelta, check_principal, check_tenant, require_aware, utcnow,
+)
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
@@ -136,8 +138,27 @@ class _Queries:
         except ValueError as exc:
             raise InvalidDelta(str(exc)) from None
 
-    def _slot(self, tenant: str, subject: str, attribute: str | None) -> dict[str, Any]:
-        return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute}
+    @staticmethod
+    def _principal(principal: str | None) -> str | None:
+        try:
+            return check_principal(principal, reading=True)
+        except ValueError as exc:
+            raise InvalidDelta(str(exc)) from None
+
+    def _slot(self, tenant: str, subject: str, attribute: str | None,
+              principal: str | None) -> dict[str, Any]:
+        return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute,
+                "principal": self._principal(principal)}
+
+    @classmethod
+    def _bound(cls, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The query's text and checked parameters (the reader's principal validated)."""
+        query = get_query(name)
+        if "principal" in params:
+            params = {**params, "principal": cls._principal(params["principal"])}
+        if isinstance(params.get("tenant"), str):
+            cls._tenant(params["tenant"])
+        return query.text, query.bind(params)
 
     def _doctor(self, tenant: str) -> dict[str, Any]:
         single = [name for name, spec in self.schema.attributes.items()
@@ -145,14 +166,16 @@ class _Queries:
         return {"tenant": self._tenant(tenant), "single_valued": single}
 
     def _as_of(self, tenant: str, subject: str, attribute: str | None,
-               valid_at: datetime, known_at: datetime | None) -> dict[str, Any]:
-        return {**self._slot(tenant, subject, attribute),
+               valid_at: datetime, known_at: datetime | None, principal: str | None) -> dict[str, Any]:
+        return {**self._slot(tenant, subject, attribute, principal),
                 "valid_at": require_aware_arg(valid_at, "valid_at"),
                 "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
 
     def _traverse(self, tenant: str, subject: str, relations: Sequence[str],
-                  valid_at: datetime | None, known_at: datetime | None) -> dict[str, Any]:
+                  valid_at: datetime | None, known_at: datetime | None,
+                  principal: str | None) -> dict[str, Any]:
         return {"tenant": self._tenant(tenant), "subject": subject, "relations": list(relations),
+                "principal": self._principal(principal),
                 "valid_at": require_aware_arg(valid_at or self.clock(), "valid_at"),
                 "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
 
@@ -318,27 +341,39 @@ class MemoryGraph(_Queries):
     # -- reads -----------------------------------------------------------------------------
 
     def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        """Run a named query from ``queries/`` in READ mode."""
-        query = get_query(name)
-        return self.store.read(query.text, query.bind(params))
+        """Run a named query from ``queries/`` in READ mode.
 
-    def current(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
-        """Facts valid now and believed now (the default question)."""
-        return _facts(self.query("current", **self._slot(tenant, subject, attribute)))
+        Queries that return fact values take ``principal``, the reader (see :meth:`current`).
+        """
+        return self.store.read(*self._bound(name, params))
+
+    def current(self, tenant: str, subject: str, attribute: str | None = None, *,
+                principal: str | None = None) -> list[Fact]:
+        """Facts valid now and believed now (the default question).
+
+        Every read takes the reader's ``principal`` (``user:mira``, ``agent:hr``): private facts
+        come back only to the principals their attribute names as readers. Without one, only
+        shared facts are read; ``"*"`` reads every fact (trusted admin or analyst use).
+        """
+        return _facts(self.query("current", **self._slot(tenant, subject, attribute, principal)))
 
     def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
-              valid_at: datetime, known_at: datetime | None = None) -> list[Fact]:
+              valid_at: datetime, known_at: datetime | None = None,
+              principal: str | None = None) -> list[Fact]:
         """What was true at ``valid_at`` (as believed now, or as believed at ``known_at``)."""
-        return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at)))
+        return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at,
+                                                        principal)))
 
-    def history(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
+    def history(self, tenant: str, subject: str, attribute: str | None = None, *,
+                principal: str | None = None) -> list[Fact]:
         """Every stored version, retired ones included."""
-        return _facts(self.query("history", **self._slot(tenant, subject, attribute)))
+        return _facts(self.query("history", **self._slot(tenant, subject, attribute, principal)))
 
-    def provenance(self, tenant: str, subject: str, memory_id: str) -> Provenance | None:
+    def provenance(self, tenant: str, subject: str, memory_id: str, *,
+                   principal: str | None = None) -> Provenance | None:
         """Episode, speaker, and the versions this one superseded / was superseded by."""
         records = self.query("provenance", tenant=self._tenant(tenant), subject=subject,
-                             memory_id=memory_id)
+                             memory_id=memory_id, principal=principal)
         return _provenance(records)
 
     def doctor(self, tenant: str) -> list[dict[str, Any]]:
@@ -346,13 +381,15 @@ class MemoryGraph(_Queries):
         return self.query("doctor", **self._doctor(tenant))
 
     def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
-                as_of: datetime | None = None, budget_tokens: int = 800, **options: Any) -> Context:
+                as_of: datetime | None = None, budget_tokens: int = 800,
+                principal: str | None = None, **options: Any) -> Context:
         """The smallest context that answers ``question``: the exact facts (valid now or at
-        ``as_of``) first, then labelled evidence from expansion, all cited; see
-        :func:`sgam.queries.context.context_steps` for ``attributes``, ``expand``, ``embedder``, ``k``."""
+        ``as_of``) first, then labelled evidence from expansion, all cited, as ``principal`` may
+        read them; see :func:`sgam.queries.context.context_steps` for ``attributes``, ``expand``,
+        ``embedder``, ``k``."""
         return run_steps(self.store, context_steps(
             tenant, question, subjects=subjects, as_of=as_of, budget_tokens=budget_tokens,
-            now=self.clock(), schema=self.schema, **options))
+            now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
 
     def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
               on_progress: Any = None) -> EmbedReport:
@@ -362,16 +399,22 @@ class MemoryGraph(_Queries):
                                                     batch_size, on_progress))
 
     def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
-                 valid_at: datetime | None = None, known_at: datetime | None = None) -> list[TraversalPath]:
-        """Paths along ``relations`` (e.g. ``["holds", "covered_by"]``), every hop valid at ``valid_at``."""
-        return _paths(self.query("traverse", **self._traverse(tenant, subject, relations, valid_at, known_at)))
+                 valid_at: datetime | None = None, known_at: datetime | None = None,
+                 principal: str | None = None) -> list[TraversalPath]:
+        """Paths along ``relations`` (e.g. ``["holds", "covered_by"]``), every hop valid at ``valid_at``
+        and readable by ``principal``."""
+        return _paths(self.query("traverse", **self._traverse(tenant, subject, relations, valid_at,
+                                                              known_at, principal)))
 
     def to_networkx(self, tenant: str, as_of: datetime | None = None, known_at: datetime | None = None,
-                    subjects: Sequence[str] | None = None, hops: int = 1) -> Any:
-        """The subgraph valid at ``as_of`` as a ``networkx.MultiDiGraph`` (see :mod:`sgam.export`)."""
+                    subjects: Sequence[str] | None = None, hops: int = 1,
+                    principal: str | None = None) -> Any:
+        """The subgraph valid at ``as_of`` as ``principal`` may read it, as a
+        ``networkx.MultiDiGraph`` (see :mod:`sgam.export`)."""
         from .export import to_networkx
 
-        return to_networkx(self, tenant, as_of=as_of, known_at=known_at, subjects=subjects, hops=hops)
+        return to_networkx(self, tenant, as_of=as_of, known_at=known_at, subjects=subjects, hops=hops,
+                           principal=principal)
 
 
 class AsyncMemoryGraph(_Queries):
@@ -455,32 +498,37 @@ class AsyncMemoryGraph(_Queries):
         return _merge(item for lane in done for item in lane)
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        query = get_query(name)
-        return await self.store.read(query.text, query.bind(params))
+        return await self.store.read(*self._bound(name, params))
 
-    async def current(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
-        return _facts(await self.query("current", **self._slot(tenant, subject, attribute)))
+    async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
+                      principal: str | None = None) -> list[Fact]:
+        return _facts(await self.query("current", **self._slot(tenant, subject, attribute, principal)))
 
     async def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
-                    valid_at: datetime, known_at: datetime | None = None) -> list[Fact]:
-        return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at)))
+                    valid_at: datetime, known_at: datetime | None = None,
+                    principal: str | None = None) -> list[Fact]:
+        return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at,
+                                                              known_at, principal)))
 
-    async def history(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
-        return _facts(await self.query("history", **self._slot(tenant, subject, attribute)))
+    async def history(self, tenant: str, subject: str, attribute: str | None = None, *,
+                      principal: str | None = None) -> list[Fact]:
+        return _facts(await self.query("history", **self._slot(tenant, subject, attribute, principal)))
 
-    async def provenance(self, tenant: str, subject: str, memory_id: str) -> Provenance | None:
+    async def provenance(self, tenant: str, subject: str, memory_id: str, *,
+                         principal: str | None = None) -> Provenance | None:
         records = await self.query("provenance", tenant=self._tenant(tenant), subject=subject,
-                                   memory_id=memory_id)
+                                   memory_id=memory_id, principal=principal)
         return _provenance(records)
 
     async def doctor(self, tenant: str) -> list[dict[str, Any]]:
         return await self.query("doctor", **self._doctor(tenant))
 
     async def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
-                      as_of: datetime | None = None, budget_tokens: int = 800, **options: Any) -> Context:
+                      as_of: datetime | None = None, budget_tokens: int = 800,
+                      principal: str | None = None, **options: Any) -> Context:
         return await arun_steps(self.store, context_steps(
             tenant, question, subjects=subjects, as_of=as_of, budget_tokens=budget_tokens,
-            now=self.clock(), schema=self.schema, **options))
+            now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
 
     async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
                     on_progress: Any = None) -> EmbedReport:
@@ -488,9 +536,10 @@ class AsyncMemoryGraph(_Queries):
             self._tenant(tenant), require_embedder(embedder), batch_size, on_progress))
 
     async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
-                       valid_at: datetime | None = None,
-                       known_at: datetime | None = None) -> list[TraversalPath]:
-        return _paths(await self.query("traverse", **self._traverse(tenant, subject, relations, valid_at, known_at)))
+                       valid_at: datetime | None = None, known_at: datetime | None = None,
+                       principal: str | None = None) -> list[TraversalPath]:
+        return _paths(await self.query("traverse", **self._traverse(tenant, subject, relations, valid_at,
+                                                                    known_at, principal)))
 
 
 class _Blocking:

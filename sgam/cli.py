@@ -73,6 +73,8 @@ def _settings(home: Path | None = None, bolt_port: int | None = None,
 HomeOpt = typer.Option(None, "--home", help="Server home folder [env SGAM_HOME; default ~/.sgam/neo4j]")
 BoltOpt = typer.Option(None, "--bolt-port", help="Bolt port [env SGAM_BOLT_PORT; default 7687]")
 HttpOpt = typer.Option(None, "--http-port", help="HTTP/Browser port [env SGAM_HTTP_PORT; default 7474]")
+AS_HELP = ("The reader principal, e.g. user:mira: private facts reach only their readers; "
+           "default: shared facts only; '*' = every fact (admin)")
 
 
 @neo4j_app.command("up")
@@ -298,6 +300,7 @@ def query(
     known_at: str = typer.Option(None, "--known-at", help="ISO instant: what we believed then"),
     memory_id: str = typer.Option(None, "--memory-id"),
     relations: str = typer.Option(None, "--relations", help="comma-separated, e.g. holds,covered_by"),
+    principal: str = typer.Option(None, "--as", help=AS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON"),
     list_queries: bool = typer.Option(False, "--list", help="List the named queries"),
     show: bool = typer.Option(False, "--print", help="Print the Cypher and its :param line, do not run"),
@@ -326,7 +329,8 @@ def query(
             raise typer.BadParameter(f"--param {item!r} must look like key=value")
         values[key.strip()] = value
     shorthand = {"tenant": tenant, "subject": subject, "attribute": attribute, "valid_at": valid_at,
-                 "known_at": known_at, "memory_id": memory_id, "relations": relations}
+                 "known_at": known_at, "memory_id": memory_id, "relations": relations,
+                 "principal": principal}
     declared = {p.name for p in named.params}
     values.update({k: v for k, v in shorthand.items() if v is not None and k in declared})
     with MemoryGraph.connect(bootstrap=False) as graph:
@@ -357,6 +361,7 @@ def export(
     hops: int = typer.Option(1, "--hops", help="With --subject: relation hops around the subjects (0-4)"),
     fmt: str = typer.Option(..., "--format", "-f", help="graphml or json (node-link)"),
     out: Path = typer.Option(None, "--output", "-o", help="File to write; default stdout"),
+    principal: str = typer.Option(None, "--as", help=AS_HELP),
 ) -> None:
     """Export a point-in-time subgraph (facts valid at --as-of) as GraphML or node-link JSON."""
     from .export import FORMATS, dumps, write
@@ -366,7 +371,7 @@ def export(
     with MemoryGraph.connect(bootstrap=False) as graph:
         nx_graph = graph.to_networkx(tenant, as_of=_instant(as_of, "--as-of"),
                                      known_at=_instant(known_at, "--known-at"),
-                                     subjects=subject or None, hops=hops)
+                                     subjects=subject or None, hops=hops, principal=principal)
     if out is None:
         typer.echo(dumps(nx_graph, fmt), nl=False)  # type: ignore[arg-type]
         return
@@ -446,11 +451,13 @@ def context(
     budget: int = typer.Option(800, "--budget", help="Token budget; the exact facts must fit"),
     expand: bool = typer.Option(None, "--expand/--no-expand", help="Require / skip vector expansion; default: use it when installed"),
     as_json: bool = typer.Option(False, "--json", help="Print the structured context as JSON"),
+    principal: str = typer.Option(None, "--as", help=AS_HELP),
 ) -> None:
     """The smallest context that answers a question: exact facts first, then labelled evidence."""
     with MemoryGraph.connect(bootstrap=False) as graph:
         result = graph.context(tenant, question, subjects=subject or None, attributes=attribute or None,
-                               as_of=_instant(as_of, "--as-of"), budget_tokens=budget, expand=expand)
+                               as_of=_instant(as_of, "--as-of"), budget_tokens=budget, expand=expand,
+                               principal=principal)
     if as_json:
         console.print_json(result.model_dump_json())
         return

@@ -68,13 +68,14 @@ def _node(graph: nx.MultiDiGraph, node: Any) -> str:
 
 def to_networkx(graph: MemoryGraph, tenant: str, as_of: datetime | None = None,
                 known_at: datetime | None = None, subjects: Iterable[str] | str | None = None,
-                hops: int = 1) -> nx.MultiDiGraph:
+                hops: int = 1, principal: str | None = None) -> nx.MultiDiGraph:
     """The subgraph of ``tenant`` valid at ``as_of`` (default now), as believed at ``known_at``.
 
     ``subjects`` (entity ids) restricts it to those entities and their ``hops``-hop relation
     neighbourhood (0 to 4); None exports the whole tenant. A tenant with no data gives an empty
-    graph. Graph attributes record the question: ``tenant``, ``as_of``, ``known_at``,
-    ``subjects``, ``hops``.
+    graph. Only facts ``principal`` may read are drawn (None: shared facts only; ``"*"``: all).
+    Graph attributes record the question: ``tenant``, ``as_of``, ``known_at``, ``subjects``,
+    ``hops``.
     """
     tenant = graph._tenant(tenant)
     valid_at = as_of if as_of is not None else graph.clock()
@@ -82,7 +83,7 @@ def to_networkx(graph: MemoryGraph, tenant: str, as_of: datetime | None = None,
         subjects = [subjects]
     seeds = None if subjects is None else list(subjects)
     records = graph.query("subgraph", tenant=tenant, valid_at=valid_at, known_at=known_at,
-                          subjects=seeds, hops=hops)
+                          subjects=seeds, hops=hops, principal=principal)
     result = nx.MultiDiGraph(tenant=tenant, as_of=native(valid_at),
                              known_at=None if known_at is None else native(known_at),
                              subjects=seeds, hops=hops)

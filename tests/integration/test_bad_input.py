@@ -72,6 +72,35 @@ def test_entity_type_clash_is_refused(seeded: MemoryGraph, tenant: str) -> None:
         seeded.write(delta(tenant, attribute="address", subject_type="Customer", value="1 Road"))
 
 
+def test_a_relation_to_an_entity_of_the_wrong_type_is_refused(seeded: MemoryGraph, tenant: str) -> None:
+    seeded.write(delta(tenant))  # mira is a Person
+    before = node_count(seeded, tenant)
+    with pytest.raises(SchemaViolation) as caught:
+        seeded.write(delta(tenant, subject="ada", attribute="holds", value="mira", subject_type="Customer"))
+    assert all(word in str(caught.value) for word in ("target", "'mira'", "Person", "holds", "Account"))
+    assert node_count(seeded, tenant) == before
+    assert seeded.history(tenant, "ada", principal="*") == []
+
+
+def test_an_unknown_entity_type_names_the_known_ones(seeded: MemoryGraph, tenant: str) -> None:
+    with pytest.raises(SchemaViolation, match="unknown entity type 'Spaceship'; known: Person, Customer"):
+        seeded.write(delta(tenant, subject_type="Spaceship"))
+    assert seeded.history(tenant, "mira", principal="*") == []
+
+
+@pytest.mark.parametrize(("raw", "stored"), [("Germany", "DE"), ("germany", "DE"), ("DEU", "DE"),
+                                             ("Deutschland", "DE"), (" de ", "DE"), ("United Kingdom", "GB")])
+def test_country_is_stored_as_its_iso_code(seeded: MemoryGraph, tenant: str, raw: str, stored: str) -> None:
+    seeded.write(delta(tenant, subject="ada", subject_type="Customer", attribute="country", value=raw))
+    assert [f.value for f in seeded.current(tenant, "ada", "country")] == [stored]
+
+
+def test_an_unknown_country_is_refused_by_name(seeded: MemoryGraph, tenant: str) -> None:
+    with pytest.raises(InvalidDelta, match="'Atlantis' is not valid for attribute 'country'.*ISO 3166"):
+        seeded.write(delta(tenant, subject="ada", subject_type="Customer", attribute="country", value="Atlantis"))
+    assert node_count(seeded, tenant) == 1  # the episode only
+
+
 def test_retracting_a_value_not_held_is_a_conflict(seeded: MemoryGraph, tenant: str) -> None:
     seeded.write(delta(tenant))
     with pytest.raises(Conflict, match="Porto"):
