@@ -87,10 +87,15 @@ class _Segment:
 
 
 def delta_key(delta: MemoryDelta, value_key: str) -> str:
-    """The idempotency key of a delta: replaying the same statement gives the same key."""
+    """The idempotency key of a delta: replaying the same statement gives the same key.
+
+    A confirmation is keyed without its ``valid_from`` (the API stamps it with the time of the
+    call): the same episode confirming the same value is one confirmation.
+    """
+    when = "" if delta.op is Op.CONFIRM else delta.valid_from.isoformat()
     parts = [
         delta.tenant_id, delta.subject, delta.attribute, delta.op.value, value_key,
-        delta.valid_from.isoformat(), delta.source_episode_id,
+        when, delta.source_episode_id,
     ]
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 

@@ -5,11 +5,12 @@
 // param: attribute string?  one attribute, or null for every attribute
 // param: valid_at datetime  the instant the question is about (valid time)
 // param: known_at datetime?  what we believed at this instant (transaction time); null = now
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null}
+// param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null, statuses: null}
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute)
-  AND f.status = 'confirmed'
+  AND f.status IN coalesce($statuses, ['confirmed'])
   AND f.valid_from <= $valid_at
   AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
   AND CASE WHEN $known_at IS NULL THEN f.expired_at IS NULL
@@ -17,6 +18,6 @@ WHERE f.memory_id IS NOT NULL
       END
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.source_episode_id AS episode, f.asserted_by AS asserted_by,
-       f.memory_id AS memory_id, f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
+       f.memory_id AS memory_id, f.status AS status, f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
          expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at)} AS fact
 ORDER BY attribute, value

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from sgam.graph.errors import InvalidDelta
 from sgam.graph.forget import ForgetReport
 from sgam.graph.retention import PurgeReport
-from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, check_tenant, require_aware, utcnow
+from sgam.graph.models import Cardinality, Episode, Fact, MemoryDelta, Op, check_tenant, require_aware, utcnow
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
@@ -136,14 +136,26 @@ class _Queries:
     def _slot(self, tenant: str, subject: str, attribute: str | None) -> dict[str, Any]:
         return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute}
 
+    @staticmethod
+    def _statuses(include_candidates: bool) -> dict[str, Any]:
+        return {"statuses": ["confirmed", "candidate"] if include_candidates else None}
+
+    def _confirmation(self, tenant: str, subject: str, attribute: str, value: Any, actor: str,
+                      episode: str, valid_from: datetime | None) -> MemoryDelta:
+        return _build(MemoryDelta, dict(
+            tenant_id=self._tenant(tenant), subject=subject, attribute=attribute, value=value,
+            op=Op.CONFIRM, asserted_by=actor, source_episode_id=episode,
+            valid_from=valid_from or self.clock()))
+
     def _doctor(self, tenant: str) -> dict[str, Any]:
         single = [name for name, spec in self.schema.attributes.items()
                   if spec.cardinality is Cardinality.ONE]
         return {"tenant": self._tenant(tenant), "single_valued": single}
 
     def _as_of(self, tenant: str, subject: str, attribute: str | None,
-               valid_at: datetime, known_at: datetime | None) -> dict[str, Any]:
-        return {**self._slot(tenant, subject, attribute),
+               valid_at: datetime, known_at: datetime | None,
+               include_candidates: bool = False) -> dict[str, Any]:
+        return {**self._slot(tenant, subject, attribute), **self._statuses(include_candidates),
                 "valid_at": require_aware_arg(valid_at, "valid_at"),
                 "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
 
@@ -311,14 +323,39 @@ class MemoryGraph(_Queries):
         query = get_query(name)
         return self.store.read(query.text, query.bind(params))
 
-    def current(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
-        """Facts valid now and believed now (the default question)."""
-        return _facts(self.query("current", **self._slot(tenant, subject, attribute)))
+    def current(self, tenant: str, subject: str, attribute: str | None = None, *,
+                include_candidates: bool = False) -> list[Fact]:
+        """Facts valid now and believed now (the default question).
+
+        Pending candidates (values waiting for recurrence or confirmation) are left out unless
+        ``include_candidates``; then they come too, with ``status`` candidate.
+        """
+        return _facts(self.query("current", **self._slot(tenant, subject, attribute),
+                                 **self._statuses(include_candidates)))
 
     def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
-              valid_at: datetime, known_at: datetime | None = None) -> list[Fact]:
+              valid_at: datetime, known_at: datetime | None = None,
+              include_candidates: bool = False) -> list[Fact]:
         """What was true at ``valid_at`` (as believed now, or as believed at ``known_at``)."""
-        return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at)))
+        return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at,
+                                                        include_candidates)))
+
+    def confirm(self, tenant: str, subject: str, attribute: str, value: Any = None, *, actor: str,
+                episode: str, valid_from: datetime | None = None) -> DeltaResult:
+        """Confirm a pending candidate (``value`` may be left out when only one is pending).
+
+        The candidate is promoted and applies as a confirmed write at its own ``valid_from``.
+        ``episode`` is the recorded episode in which ``actor`` confirmed it. A sensitive attribute
+        accepts only the actors its schema lists as ``confirmers`` (:class:`NotAllowed` otherwise);
+        :class:`NotFound` when no such candidate is pending. Replaying a confirmation is a no-op.
+        """
+        return self.write(self._confirmation(tenant, subject, attribute, value, actor, episode, valid_from))
+
+    def candidates(self, tenant: str, subject: str | None = None,
+                   attribute: str | None = None) -> list[Fact]:
+        """Pending candidates of ``tenant`` (optionally of one subject / attribute), best supported first."""
+        return _facts(self.query("candidates", tenant=self._tenant(tenant), subject=subject,
+                                 attribute=attribute))
 
     def history(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
         """Every stored version, retired ones included."""
@@ -420,12 +457,26 @@ class AsyncMemoryGraph(_Queries):
         query = get_query(name)
         return await self.store.read(query.text, query.bind(params))
 
-    async def current(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
-        return _facts(await self.query("current", **self._slot(tenant, subject, attribute)))
+    async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
+                      include_candidates: bool = False) -> list[Fact]:
+        return _facts(await self.query("current", **self._slot(tenant, subject, attribute),
+                                       **self._statuses(include_candidates)))
 
     async def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
-                    valid_at: datetime, known_at: datetime | None = None) -> list[Fact]:
-        return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at)))
+                    valid_at: datetime, known_at: datetime | None = None,
+                    include_candidates: bool = False) -> list[Fact]:
+        return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at,
+                                                              include_candidates)))
+
+    async def confirm(self, tenant: str, subject: str, attribute: str, value: Any = None, *, actor: str,
+                      episode: str, valid_from: datetime | None = None) -> DeltaResult:
+        return await self.write(self._confirmation(tenant, subject, attribute, value, actor, episode,
+                                                   valid_from))
+
+    async def candidates(self, tenant: str, subject: str | None = None,
+                         attribute: str | None = None) -> list[Fact]:
+        return _facts(await self.query("candidates", tenant=self._tenant(tenant), subject=subject,
+                                       attribute=attribute))
 
     async def history(self, tenant: str, subject: str, attribute: str | None = None) -> list[Fact]:
         return _facts(await self.query("history", **self._slot(tenant, subject, attribute)))

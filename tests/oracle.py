@@ -64,7 +64,7 @@ class Oracle:
     def apply(self, op: str, value: Any, valid_from: datetime, episode: str, now: datetime,
               allowed: bool = True) -> None:
         """Apply one statement; ``allowed`` says whether its actor may confirm a sensitive value."""
-        key = (op, value, valid_from, episode)
+        key = (op, value, None if op == "confirm" else valid_from, episode)
         if key in self.applied:
             return
         held = self.timeline.value_at(valid_from)
