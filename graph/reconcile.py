@@ -118,8 +118,10 @@ def reconcile(
 
     ``existing`` holds the stored rows of the slot: the believed ones at least (retired rows are
     ignored except for the idempotency keys they carry). ``applied`` holds idempotency keys
-    already stored on rows not passed in, so a replayed delta is recognised without them. Raises :class:`InvalidDelta`, :class:`Conflict` or
-    :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen.
+    already stored on rows not passed in, so a replayed delta is recognised without them. Raises
+    :class:`InvalidDelta`, :class:`Conflict` or :class:`~sgam.graph.errors.SchemaViolation` for a
+    write that must not happen; a ``confirm`` may also raise :class:`NotAllowed` (an actor the
+    schema does not list) or :class:`NotFound` (no such candidate pending).
     """
     now = require_aware(now, "now")
     spec = schema.attribute(delta.attribute)
@@ -228,8 +230,8 @@ def _confirm(base: WritePlan, believed: list[Fact], pending: list[Fact], delta: 
     if vkey and holding is not None and holding.value_key == vkey:
         return replace(base, outcome="supported", support=(holding.memory_id,),
                        message="the value is already confirmed; its support grew")
-    asked = f"value {delta.value!r}" if vkey else "a value"
-    raise NotFound(f"no candidate {asked} is pending for {where}; pending candidates: {listed}")
+    asked = f"with value {delta.value!r} " if vkey else ""
+    raise NotFound(f"no candidate {asked}is pending for {where}; pending candidates: {listed}")
 
 
 def _promote(base: WritePlan, believed: list[Fact], candidate: Fact, withdrawn: tuple[str, ...],

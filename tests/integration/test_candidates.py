@@ -7,6 +7,7 @@ Uses the default schema's ``export_format`` (requires 3 distinct episodes), ``da
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import date, datetime, timedelta, timezone
@@ -16,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from sgam import Conflict, MemoryDelta, MemoryGraph, NotAllowed, NotFound
+from sgam import AsyncMemoryGraph, Conflict, MemoryDelta, MemoryGraph, NotAllowed, NotFound
 from sgam.cli import app
-from sgam.graph import Status
+from sgam.graph import Status, default_schema
 from tests.oracle import Oracle
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -156,6 +157,27 @@ def test_cli_confirm_and_candidates_query(env, graph: MemoryGraph, tenant: str) 
                                "1990-01-02", "--actor", "user:mira"])
     assert done.exit_code == 0 and "promoted" in done.output, done.output
     assert [f.value for f in graph.current(tenant, "mira", "date_of_birth")] == [date(1990, 1, 2)]
+
+
+def test_async_confirm_and_include_candidates(neo4j_connection, tenant: str) -> None:
+    uri, auth = neo4j_connection
+
+    async def scenario() -> list:
+        async with await AsyncMemoryGraph.connect(uri, auth, schema=default_schema()) as graph:
+            for eid in ("e1", "e2"):
+                await graph.record_episode(tenant_id=tenant, id=eid, content=eid, occurred_at=day(1))
+            await graph.write(tenant_id=tenant, subject="mira", attribute="date_of_birth",
+                              value="1990-01-02", valid_from=day(1), source_episode_id="e1")
+            hidden = await graph.current(tenant, "mira", "date_of_birth")
+            shown = await graph.current(tenant, "mira", "date_of_birth", include_candidates=True)
+            pending = await graph.candidates(tenant, "mira")
+            outcome = (await graph.confirm(tenant, "mira", "date_of_birth", actor="user:mira",
+                                           episode="e2")).outcome
+            then = await graph.as_of(tenant, "mira", "date_of_birth", valid_at=day(2))
+            return [hidden, values(shown), len(pending), outcome, values(then)]
+
+    assert asyncio.run(scenario()) == [[], [(date(1990, 1, 2), "candidate")], 1, "promoted",
+                                       [(date(1990, 1, 2), "confirmed")]]
 
 
 ATTRIBUTES = {
