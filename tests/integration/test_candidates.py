@@ -66,6 +66,24 @@ def test_threshold_is_reached_by_the_nth_distinct_episode_not_by_replays(graph: 
     assert graph.doctor(tenant) == []
 
 
+def test_ingested_habit_needs_three_conversations(graph: MemoryGraph, tenant: str) -> None:
+    """Issue 4's consolidation through the ingest pipeline: a re-sent message is one episode."""
+    said = "Can I get that as a CSV export?"
+    delta = [{"subject": "mira", "attribute": "export_format", "value": "csv"}]
+
+    def message(n: int, session: str):
+        return graph.ingest(tenant_id=tenant, speaker="user:mira", content=said, occurred_at=day(n),
+                            session_id=session, deltas=delta)
+
+    assert message(1, "s1").outcomes["candidate"] == 1
+    assert message(1, "s1").outcomes["candidate"] == 0        # the same message again: deduplicated
+    message(5, "s2")
+    assert graph.current(tenant, "mira", "export_format") == []
+    assert message(9, "s3").outcomes["promoted"] == 1
+    [fact] = graph.current(tenant, "mira", "export_format")
+    assert (fact.value, fact.valid_from, len(fact.support_episodes)) == ("csv", day(1), 3)
+
+
 def test_sensitive_value_waits_for_an_allowed_confirmer(graph: MemoryGraph, tenant: str) -> None:
     episodes(graph, tenant, "e1", "e2", "e3", "e4")
     say(graph, tenant, "date_of_birth", "1990-01-02", 1, "e1", asserted_by="agent:extractor")
