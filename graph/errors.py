@@ -5,6 +5,7 @@
     ├── InvalidDelta             a proposed write is malformed (types, times, missing fields)
     ├── Conflict                 a write contradicts the stored state in a way SGAM will not guess
     ├── NotFound                 an episode, fact, query or entity that was asked for does not exist
+    ├── NotAllowed               the actor may not do this (e.g. confirm a sensitive attribute)
     ├── StoreUnavailable         Neo4j cannot be reached, refused the credentials, or kept
     │                            failing a transaction with a transient error (transient)
     ├── ProvisioningError        the local Neo4j server could not be installed, started or stopped
@@ -37,6 +38,10 @@ class Conflict(SgamError):
 
 class NotFound(SgamError):
     """Something asked for by id or name does not exist."""
+
+
+class NotAllowed(SgamError):
+    """An actor that the schema does not authorise, e.g. confirming someone else's sensitive value."""
 
 
 class StoreUnavailable(SgamError):

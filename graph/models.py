@@ -113,6 +113,7 @@ class Op(str, Enum):
     ASSERT = "assert"
     CORRECT = "correct"
     RETRACT = "retract"
+    CONFIRM = "confirm"
 
 
 class Cardinality(str, Enum):
@@ -169,7 +170,9 @@ class MemoryDelta(_Model):
     """A proposed write. Models propose these; :func:`sgam.graph.reconcile` decides what they do.
 
     ``value`` is a literal for attribute facts and the target entity id for relation facts. A
-    ``retract`` may leave ``value`` out for a cardinality-one attribute.
+    ``retract`` (or a ``confirm`` of the only pending candidate) may leave ``value`` out for a
+    cardinality-one attribute. ``confirm`` promotes a pending candidate; ``asserted_by`` is the
+    confirming actor.
     """
 
     tenant_id: str
@@ -244,6 +247,8 @@ class Fact(BaseModel):
     expired_by_episode_id: str | None = None
     expired_by_delta_key: str | None = None
     delta_keys: tuple[str, ...] = ()
+    confirmed_by: str | None = None
+    confirmed_by_episode_id: str | None = None
 
     def valid_at(self, instant: datetime) -> bool:
         """Whether ``instant`` lies in the half-open valid interval ``[valid_from, valid_to)``."""

@@ -21,6 +21,19 @@ against the stored rows, so the rules below are all the code has to get right:
 * **retract** at ``t``: the version holding at ``t`` ends at ``t`` (retracting at its start means it
   was never true). Retracting nothing is a no-op.
 * replaying a delta already applied changes nothing.
+
+**Candidates** (an attribute with ``requires: N`` > 1 or ``sensitive: true``, see
+:class:`~sgam.graph.schema.AttributeSpec`). A value that does not already hold at ``t`` is not
+applied: it becomes (or supports) the slot's pending candidate for that value, a believed row with
+``status = candidate`` that never closes, cuts or supersedes a confirmed version. There is one
+pending candidate per value (per member of a set); it keeps the ``valid_from`` and ``op`` of the
+statement that opened it, and later statements of the value, at any valid time, add support.
+Competing values of a cardinality-one slot wait side by side, each with its own support; a
+``correct`` withdraws the other pending values. The candidate is **promoted** when its support
+reaches N distinct episodes (never for a sensitive attribute) or when a ``confirm`` delta from an
+allowed actor arrives: the candidate row is retired and its value applies exactly as a confirmed
+``assert``/``correct`` at its ``valid_from`` would have, carrying all its support. A ``retract``
+naming a pending value withdraws that candidate; every other retract acts on confirmed versions.
 """
 
 from __future__ import annotations
@@ -32,8 +45,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from .errors import Conflict, InvalidDelta
-from .models import Cardinality, Fact, MemoryDelta, Op, require_aware
+from .errors import Conflict, InvalidDelta, NotAllowed, NotFound
+from .models import Cardinality, Fact, MemoryDelta, Op, Status, require_aware
 from .schema import Schema
 
 MAX_FUTURE = timedelta(days=1)
@@ -74,10 +87,15 @@ class _Segment:
 
 
 def delta_key(delta: MemoryDelta, value_key: str) -> str:
-    """The idempotency key of a delta: replaying the same statement gives the same key."""
+    """The idempotency key of a delta: replaying the same statement gives the same key.
+
+    A confirmation is keyed without its ``valid_from`` (the API stamps it with the time of the
+    call): the same episode confirming the same value is one confirmation.
+    """
+    when = "" if delta.op is Op.CONFIRM else delta.valid_from.isoformat()
     parts = [
         delta.tenant_id, delta.subject, delta.attribute, delta.op.value, value_key,
-        delta.valid_from.isoformat(), delta.source_episode_id,
+        when, delta.source_episode_id,
     ]
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
@@ -100,8 +118,10 @@ def reconcile(
 
     ``existing`` holds the stored rows of the slot: the believed ones at least (retired rows are
     ignored except for the idempotency keys they carry). ``applied`` holds idempotency keys
-    already stored on rows not passed in, so a replayed delta is recognised without them. Raises :class:`InvalidDelta`, :class:`Conflict` or
-    :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen.
+    already stored on rows not passed in, so a replayed delta is recognised without them. Raises
+    :class:`InvalidDelta`, :class:`Conflict` or :class:`~sgam.graph.errors.SchemaViolation` for a
+    write that must not happen; a ``confirm`` may also raise :class:`NotAllowed` (an actor the
+    schema does not list) or :class:`NotFound` (no such candidate pending).
     """
     now = require_aware(now, "now")
     spec = schema.attribute(delta.attribute)
@@ -128,10 +148,27 @@ def reconcile(
         return replace(base, message="this delta was already applied (replay)")
 
     believed = sorted(
-        (r for r in existing if r.expired_at is None
+        (r for r in existing if r.expired_at is None and r.status is Status.CONFIRMED
          and (spec.cardinality is Cardinality.ONE or r.value_key == vkey)),
         key=lambda r: r.valid_from,
     )
+    pending = sorted((r for r in existing if r.expired_at is None and r.status is Status.CANDIDATE),
+                     key=lambda r: (r.valid_from, r.value_key))
+    candidate = next((r for r in pending if r.value_key == vkey), None) if vkey else None
+    if delta.op is Op.CONFIRM:
+        return _confirm(base, believed, pending, delta, vkey, schema)
+    if delta.op is Op.RETRACT and candidate is not None:
+        return replace(base, outcome="withdrawn", expire=(candidate.memory_id,),
+                       message=f"candidate {candidate.memory_id} (value {candidate.value!r}) withdrawn")
+    holding = _open_at(believed, delta.valid_from)
+    if delta.op is not Op.RETRACT and spec.gated and not (holding and holding.value_key == vkey):
+        return _propose(base, believed, pending, candidate, delta, value, vkey, schema)
+    return _confirmed(base, believed, delta, value, vkey, schema)
+
+
+def _confirmed(base: WritePlan, believed: list[Fact], delta: MemoryDelta, value: Any, vkey: str,
+               schema: Schema, carried: Fact | None = None) -> WritePlan:
+    """The effect of ``delta`` on the confirmed versions (``carried``: a promoted candidate)."""
     holding = _open_at(believed, delta.valid_from)
     if delta.op is Op.RETRACT:
         return _retract(base, believed, holding, delta, vkey)
@@ -145,15 +182,88 @@ def reconcile(
     else:
         outcome = "changed" if holding is not None else "created"
         _insert_at(segments, delta.valid_from, vkey)
-    return _plan(base, believed, _merge(segments), delta, value, vkey, schema, outcome, holding)
+    return _plan(base, believed, _merge(segments), delta, value, vkey, schema, outcome, holding,
+                 carried)
+
+
+def _propose(base: WritePlan, believed: list[Fact], pending: list[Fact], candidate: Fact | None,
+             delta: MemoryDelta, value: Any, vkey: str, schema: Schema) -> WritePlan:
+    """A gated value that does not hold yet: open or support its candidate, promoting at N."""
+    spec = schema.attribute(delta.attribute)
+    withdrawn: tuple[str, ...] = ()
+    if delta.op is Op.CORRECT:
+        withdrawn = tuple(r.memory_id for r in pending if r.value_key != vkey)
+    if candidate is None:
+        props = _from_delta(_Segment(delta.valid_from, None, vkey), base, delta, value, vkey, schema)
+        props["status"] = Status.CANDIDATE.value
+        waiting = "a confirmation" if spec.sensitive else f"{spec.requires} distinct episodes"
+        return replace(base, outcome="candidate", expire=withdrawn, create=(props,),
+                       message=f"stored as a candidate; it needs {waiting} to be confirmed")
+    supported = _supported(candidate, base)
+    if spec.sensitive or len(supported.support_episodes) < spec.requires:
+        have = len(supported.support_episodes)
+        waiting = "a confirmation" if spec.sensitive else f"{have} of {spec.requires} distinct episodes"
+        return replace(base, outcome="candidate", expire=withdrawn, support=(candidate.memory_id,),
+                       message=f"candidate {candidate.memory_id} gained support; {waiting}")
+    return _promote(base, believed, supported, withdrawn, schema, by=None)
+
+
+def _confirm(base: WritePlan, believed: list[Fact], pending: list[Fact], delta: MemoryDelta,
+             vkey: str, schema: Schema) -> WritePlan:
+    """An explicit confirmation: promote the pending candidate it names (or the only one)."""
+    spec = schema.attribute(delta.attribute)
+    where = f"{delta.attribute!r} of {delta.subject!r} (tenant {delta.tenant_id!r})"
+    if not spec.may_confirm(delta.asserted_by, delta.subject):
+        allowed = ", ".join(c.replace("{subject}", delta.subject) for c in spec.confirmers)
+        raise NotAllowed(
+            f"actor {delta.asserted_by!r} may not confirm sensitive attribute {where}; "
+            f"allowed confirmers: {allowed} (the schema's 'confirmers')"
+        )
+    waiting = [r for r in pending if not vkey or r.value_key == vkey]
+    if len(waiting) == 1:
+        return _promote(base, believed, _supported(waiting[0], base), (), schema, by=delta)
+    listed = ", ".join(repr(r.value) for r in pending) or "none"
+    if waiting:
+        raise Conflict(f"several candidate values are pending for {where} ({listed}): "
+                       "name the value to confirm")
+    holding = _open_at(believed, delta.valid_from)
+    if vkey and holding is not None and holding.value_key == vkey:
+        return replace(base, outcome="supported", support=(holding.memory_id,),
+                       message="the value is already confirmed; its support grew")
+    asked = f"with value {delta.value!r} " if vkey else ""
+    raise NotFound(f"no candidate {asked}is pending for {where}; pending candidates: {listed}")
+
+
+def _promote(base: WritePlan, believed: list[Fact], candidate: Fact, withdrawn: tuple[str, ...],
+             schema: Schema, by: MemoryDelta | None) -> WritePlan:
+    """Apply a candidate (with its support so far) as the confirmed write it stands for."""
+    statement = MemoryDelta(
+        tenant_id=candidate.tenant_id, subject=candidate.subject, attribute=candidate.attribute,
+        value=candidate.value, valid_from=candidate.valid_from, op=candidate.op,
+        source_episode_id=candidate.source_episode_id, asserted_by=candidate.asserted_by,
+        confidence=candidate.confidence,
+    )
+    plan = _confirmed(base, believed, statement, candidate.value, candidate.value_key, schema,
+                      carried=candidate)
+    confirmer = by.asserted_by if by is not None else None
+    for props in plan.create:
+        if props.pop("stated", False):
+            props.update(confirmed_by=confirmer or "recurrence",
+                         confirmed_by_episode_id=base.episode_id)
+    how = f"confirmed by {confirmer}" if confirmer else (
+        f"{len(candidate.support_episodes)} distinct episodes")
+    return replace(plan, outcome="promoted",
+                   expire=(*withdrawn, *plan.expire, candidate.memory_id),
+                   message=f"candidate {candidate.memory_id} (value {candidate.value!r}) promoted, "
+                           f"{how}; {plan.outcome}")
 
 
 def _checked_value(delta: MemoryDelta, schema: Schema) -> tuple[Any, str]:
     spec = schema.attribute(delta.attribute)
-    if delta.op is Op.RETRACT and delta.value is None:
+    if delta.op in (Op.RETRACT, Op.CONFIRM) and delta.value is None:
         if spec.cardinality is Cardinality.MANY:
             raise InvalidDelta(
-                f"retracting from set-valued {delta.attribute!r} needs the member to retract as value"
+                f"{delta.op.value} on set-valued {delta.attribute!r} needs the member as value"
             )
         return None, ""
     return schema.coerce(delta.attribute, delta.value)
@@ -235,7 +345,7 @@ def _unchanged(seg: _Segment) -> bool:
 
 def _plan(base: WritePlan, believed: list[Fact], segments: list[_Segment], delta: MemoryDelta,
           value: Any, vkey: str, schema: Schema | None, outcome: str,
-          holding: Fact | None) -> WritePlan:
+          holding: Fact | None, carried: Fact | None = None) -> WritePlan:
     kept = {seg.rows[0].memory_id for seg in segments if _unchanged(seg)}
     expire = tuple(r.memory_id for r in believed if r.memory_id not in kept)
     create: list[dict[str, Any]] = []
@@ -246,12 +356,12 @@ def _plan(base: WritePlan, believed: list[Fact], segments: list[_Segment], delta
         if _unchanged(seg):
             continue
         if seg.rows and seg.rows[0].valid_from == seg.start:
-            props = _revised(seg, base, delta)
+            props = _revised(seg, base, delta, carried)
             if holding in seg.rows and not seg.from_delta:
                 predecessor = props["memory_id"]
         else:
             assert schema is not None
-            props = stated = _from_delta(seg, base, delta, value, vkey, schema)
+            props = stated = _from_delta(seg, base, delta, value, vkey, schema, carried)
         create.append(props)
     if stated is not None:
         stated["supersedes_memory_id"] = predecessor
@@ -265,7 +375,8 @@ def _message(outcome: str, holding: Fact | None) -> str:
     return f"{outcome}; previous version {holding.memory_id} (value {holding.value!r})"
 
 
-def _revised(seg: _Segment, base: WritePlan, delta: MemoryDelta) -> dict[str, Any]:
+def _revised(seg: _Segment, base: WritePlan, delta: MemoryDelta,
+             carried: Fact | None = None) -> dict[str, Any]:
     """A closed, trimmed or extended copy of a stored row (it keeps the row's provenance)."""
     first = seg.rows[0]
     props = first.model_dump(mode="python")
@@ -282,21 +393,30 @@ def _revised(seg: _Segment, base: WritePlan, delta: MemoryDelta) -> dict[str, An
         keys += [k for k in other.delta_keys if k not in keys]
         count += other.support_count
     if seg.from_delta:
-        if delta.source_episode_id not in episodes:
-            episodes.append(delta.source_episode_id)
-        keys.append(base.delta_key)
-        count += 1
+        new_episodes, new_keys, new_count = _contribution(base, delta, carried)
+        episodes += [e for e in new_episodes if e not in episodes]
+        keys += [k for k in new_keys if k not in keys]
+        count += new_count
         props["last_confirmed_at"] = base.now
+        if carried is not None:
+            props["stated"] = True
     props.update(support_episodes=tuple(episodes), delta_keys=tuple(keys), support_count=count)
     return props
 
 
+def _contribution(base: WritePlan, delta: MemoryDelta,
+                  carried: Fact | None) -> tuple[list[str], list[str], int]:
+    """The support a delta brings: its own, or that of the candidate it promotes."""
+    if carried is None:
+        return [delta.source_episode_id], [base.delta_key], 1
+    return list(carried.support_episodes), list(carried.delta_keys), carried.support_count
+
+
 def _from_delta(seg: _Segment, base: WritePlan, delta: MemoryDelta, value: Any, vkey: str,
-                schema: Schema) -> dict[str, Any]:
+                schema: Schema, carried: Fact | None = None) -> dict[str, Any]:
     """A new version stated by the delta (absorbing any stored rows it merged with)."""
     spec = schema.attribute(delta.attribute)
-    episodes = [delta.source_episode_id]
-    keys = [base.delta_key]
+    episodes, keys, count = _contribution(base, delta, carried)
     for row in seg.rows:
         episodes += [e for e in row.support_episodes if e not in episodes]
         keys += [k for k in row.delta_keys if k not in keys]
@@ -324,12 +444,13 @@ def _from_delta(seg: _Segment, base: WritePlan, delta: MemoryDelta, value: Any, 
         "visible_to": spec.visible_to(delta.subject),
         "status": "confirmed",
         "op": delta.op.value,
-        "support_count": 1 + sum(r.support_count for r in seg.rows),
+        "support_count": count + sum(r.support_count for r in seg.rows),
         "support_episodes": tuple(episodes),
         "delta_keys": tuple(keys),
         "last_confirmed_at": base.now,
         "expired_by_episode_id": None,
         "expired_by_delta_key": None,
+        **({"stated": True} if carried is not None else {}),
     }
 
 

@@ -60,7 +60,16 @@ class RetentionClass(_Spec):
 
 
 class AttributeSpec(_Spec):
-    """One attribute (or relation, when ``value_type`` is ``entity``) of an entity type."""
+    """One attribute (or relation, when ``value_type`` is ``entity``) of an entity type.
+
+    Consolidation (see :mod:`sgam.graph.reconcile`): with ``requires: N`` (N > 1) a new value is
+    stored as a ``candidate`` until N distinct episodes support it (or one explicit confirmation);
+    a ``sensitive`` value stays a candidate until an actor matching ``confirmers`` confirms it
+    (recurrence alone never promotes it). A confirmer is an actor id, ``{subject}`` standing for the
+    fact's subject (the default ``user:{subject}`` is the subject itself), or a prefix ending in
+    ``*`` (``agent:*``). ``confirmers`` only bind sensitive attributes: any actor may confirm a
+    candidate that merely waits for recurrence.
+    """
 
     value_type: ValueType
     cardinality: Cardinality = Cardinality.ONE
@@ -74,6 +83,26 @@ class AttributeSpec(_Spec):
     visibility: Literal["shared", "private"] = "shared"
     readers: tuple[str, ...] = ()
     description: str = ""
+    requires: int = Field(default=1, ge=1, le=100)
+    sensitive: bool = False
+    confirmers: tuple[str, ...] = ("user:{subject}",)
+
+    @property
+    def gated(self) -> bool:
+        """Whether new values of this attribute start as candidates."""
+        return self.sensitive or self.requires > 1
+
+    def may_confirm(self, actor: str | None, subject: str) -> bool:
+        """Whether ``actor`` may confirm a value of this attribute about ``subject``."""
+        if not self.sensitive:
+            return True
+        if not actor:
+            return False
+        for pattern in self.confirmers:
+            pattern = pattern.replace("{subject}", subject)
+            if actor == pattern or (pattern.endswith("*") and actor.startswith(pattern[:-1])):
+                return True
+        return False
 
     @model_validator(mode="after")
     def _check(self) -> AttributeSpec:
@@ -88,6 +117,12 @@ class AttributeSpec(_Spec):
         for reader in self.readers:
             if reader != SUBJECT_READER:
                 check_principal(reader)
+        for pattern in self.confirmers:
+            if not pattern or "*" in pattern[:-1] or len(pattern) > 200:
+                raise ValueError(
+                    f"confirmer {pattern!r} is not valid: use an actor id (e.g. agent:support), "
+                    "'{subject}' for the fact's subject, or a prefix ending in '*' (e.g. agent:*)"
+                )
         return self
 
     def visible_to(self, subject: str) -> tuple[str, ...] | None:

@@ -5,12 +5,13 @@
 // param: attribute string?  one attribute, or null for every attribute
 // param: valid_at datetime  the instant the question is about (valid time)
 // param: known_at datetime?  what we believed at this instant (transaction time); null = now
+// param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null, principal: null}
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null, statuses: null, principal: null}
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute)
-  AND f.status = 'confirmed'
+  AND f.status IN coalesce($statuses, ['confirmed'])
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= $valid_at
   AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
@@ -19,6 +20,6 @@ WHERE f.memory_id IS NOT NULL
       END
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.source_episode_id AS episode, f.asserted_by AS asserted_by,
-       f.memory_id AS memory_id, f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
+       f.memory_id AS memory_id, f.status AS status, f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
          expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at)} AS fact
 ORDER BY attribute, value

@@ -1,20 +1,21 @@
 // name: current
-// doc: What is true now about a subject: facts valid now and still believed (confirmed only).
+// doc: What is true now about a subject: facts valid now and still believed (confirmed only, unless statuses asks for candidates too).
 // param: tenant string  the tenant id
 // param: subject string  the entity id, e.g. mira
 // param: attribute string?  one attribute, or null for every attribute
+// param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', principal: null}
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', statuses: null, principal: null}
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute)
   AND f.expired_at IS NULL
-  AND f.status = 'confirmed'
+  AND f.status IN coalesce($statuses, ['confirmed'])
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= datetime()
   AND (f.valid_to IS NULL OR datetime() < f.valid_to)
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.source_episode_id AS episode, f.asserted_by AS asserted_by,
-       f.memory_id AS memory_id, f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
+       f.memory_id AS memory_id, f.status AS status, f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
          expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at)} AS fact
 ORDER BY attribute, value

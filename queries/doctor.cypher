@@ -1,13 +1,13 @@
 // name: doctor
-// doc: Invariant violations in a tenant: overlapping versions of a single-valued attribute believed at the same time, empty or inverted valid intervals, facts whose source episode is gone, edges that cross tenants.
+// doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, facts whose source episode is gone, edges that cross tenants.
 // param: tenant string  the tenant id
 // param: single_valued list  the attributes with cardinality one (the schema knows them)
 // example: :param {tenant: 'demo', single_valued: ['passport_deadline', 'home_city', 'covered_by']}
 CALL () {
   MATCH (s:Entity {tenant_id: $tenant})-[f]->()
-  WHERE f.memory_id IS NOT NULL AND f.attribute IN $single_valued
+  WHERE f.memory_id IS NOT NULL AND f.attribute IN $single_valued AND f.status = 'confirmed'
   MATCH (s)-[g]->()
-  WHERE g.attribute = f.attribute AND g.memory_id > f.memory_id
+  WHERE g.attribute = f.attribute AND g.memory_id > f.memory_id AND g.status = 'confirmed'
     AND f.valid_from < coalesce(g.valid_to, datetime('9999-12-31T00:00:00Z'))
     AND g.valid_from < coalesce(f.valid_to, datetime('9999-12-31T00:00:00Z'))
     AND f.recorded_at < coalesce(g.expired_at, datetime('9999-12-31T00:00:00Z'))

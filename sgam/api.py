@@ -21,7 +21,7 @@ from sgam.graph.errors import InvalidDelta
 from sgam.graph.forget import ForgetReport
 from sgam.graph.retention import PurgeReport
 from sgam.graph.models import (
-    Cardinality, Episode, Fact, MemoryDelta, check_principal, check_tenant, require_aware, utcnow,
+    Cardinality, Episode, Fact, MemoryDelta, Op, check_principal, check_tenant, require_aware, utcnow,
 )
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.store import AsyncStore, Clock, Store
@@ -160,14 +160,26 @@ class _Queries:
             cls._tenant(params["tenant"])
         return query.text, query.bind(params)
 
+    @staticmethod
+    def _statuses(include_candidates: bool) -> dict[str, Any]:
+        return {"statuses": ["confirmed", "candidate"] if include_candidates else None}
+
+    def _confirmation(self, tenant: str, subject: str, attribute: str, value: Any, actor: str,
+                      episode: str, valid_from: datetime | None) -> MemoryDelta:
+        return _build(MemoryDelta, dict(
+            tenant_id=self._tenant(tenant), subject=subject, attribute=attribute, value=value,
+            op=Op.CONFIRM, asserted_by=actor, source_episode_id=episode,
+            valid_from=valid_from or self.clock()))
+
     def _doctor(self, tenant: str) -> dict[str, Any]:
         single = [name for name, spec in self.schema.attributes.items()
                   if spec.cardinality is Cardinality.ONE]
         return {"tenant": self._tenant(tenant), "single_valued": single}
 
     def _as_of(self, tenant: str, subject: str, attribute: str | None,
-               valid_at: datetime, known_at: datetime | None, principal: str | None) -> dict[str, Any]:
-        return {**self._slot(tenant, subject, attribute, principal),
+               valid_at: datetime, known_at: datetime | None, principal: str | None,
+               include_candidates: bool = False) -> dict[str, Any]:
+        return {**self._slot(tenant, subject, attribute, principal), **self._statuses(include_candidates),
                 "valid_at": require_aware_arg(valid_at, "valid_at"),
                 "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
 
@@ -348,21 +360,41 @@ class MemoryGraph(_Queries):
         return self.store.read(*self._bound(name, params))
 
     def current(self, tenant: str, subject: str, attribute: str | None = None, *,
-                principal: str | None = None) -> list[Fact]:
+                principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
         """Facts valid now and believed now (the default question).
 
         Every read takes the reader's ``principal`` (``user:mira``, ``agent:hr``): private facts
         come back only to the principals their attribute names as readers. Without one, only
         shared facts are read; ``"*"`` reads every fact (trusted admin or analyst use).
+        Pending candidates (values waiting for recurrence or confirmation) are left out unless
+        ``include_candidates``; then they come too, with ``status`` candidate.
         """
-        return _facts(self.query("current", **self._slot(tenant, subject, attribute, principal)))
+        return _facts(self.query("current", **self._slot(tenant, subject, attribute, principal),
+                                 **self._statuses(include_candidates)))
 
     def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
               valid_at: datetime, known_at: datetime | None = None,
-              principal: str | None = None) -> list[Fact]:
+              principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
         """What was true at ``valid_at`` (as believed now, or as believed at ``known_at``)."""
         return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at,
-                                                        principal)))
+                                                        principal, include_candidates)))
+
+    def confirm(self, tenant: str, subject: str, attribute: str, value: Any = None, *, actor: str,
+                episode: str, valid_from: datetime | None = None) -> DeltaResult:
+        """Confirm a pending candidate (``value`` may be left out when only one is pending).
+
+        The candidate is promoted and applies as a confirmed write at its own ``valid_from``.
+        ``episode`` is the recorded episode in which ``actor`` confirmed it. A sensitive attribute
+        accepts only the actors its schema lists as ``confirmers`` (:class:`NotAllowed` otherwise);
+        :class:`NotFound` when no such candidate is pending. Replaying a confirmation is a no-op.
+        """
+        return self.write(self._confirmation(tenant, subject, attribute, value, actor, episode, valid_from))
+
+    def candidates(self, tenant: str, subject: str | None = None, attribute: str | None = None, *,
+                   principal: str | None = None) -> list[Fact]:
+        """Pending candidates of ``tenant`` (optionally of one subject / attribute), best supported first."""
+        return _facts(self.query("candidates", tenant=self._tenant(tenant), subject=subject,
+                                 attribute=attribute, principal=principal))
 
     def history(self, tenant: str, subject: str, attribute: str | None = None, *,
                 principal: str | None = None) -> list[Fact]:
@@ -501,14 +533,25 @@ class AsyncMemoryGraph(_Queries):
         return await self.store.read(*self._bound(name, params))
 
     async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
-                      principal: str | None = None) -> list[Fact]:
-        return _facts(await self.query("current", **self._slot(tenant, subject, attribute, principal)))
+                      principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
+        return _facts(await self.query("current", **self._slot(tenant, subject, attribute, principal),
+                                       **self._statuses(include_candidates)))
 
     async def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
                     valid_at: datetime, known_at: datetime | None = None,
-                    principal: str | None = None) -> list[Fact]:
+                    principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
         return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at,
-                                                              known_at, principal)))
+                                                              known_at, principal, include_candidates)))
+
+    async def confirm(self, tenant: str, subject: str, attribute: str, value: Any = None, *, actor: str,
+                      episode: str, valid_from: datetime | None = None) -> DeltaResult:
+        return await self.write(self._confirmation(tenant, subject, attribute, value, actor, episode,
+                                                   valid_from))
+
+    async def candidates(self, tenant: str, subject: str | None = None, attribute: str | None = None, *,
+                         principal: str | None = None) -> list[Fact]:
+        return _facts(await self.query("candidates", tenant=self._tenant(tenant), subject=subject,
+                                       attribute=attribute, principal=principal))
 
     async def history(self, tenant: str, subject: str, attribute: str | None = None, *,
                       principal: str | None = None) -> list[Fact]:

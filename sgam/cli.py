@@ -5,6 +5,7 @@
     sgam query NAME ...            run a named query (current, as-of, history, provenance, traverse)
     sgam export -t T --format F    a point-in-time subgraph as GraphML or node-link JSON
     sgam context -t T "QUESTION"   the smallest cited context for an agent's prompt
+    sgam confirm -t T -s S -a A    confirm a pending candidate (sgam query candidates lists them)
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
     sgam demo                      the seed example, side by side with a naive text memory
     sgam bench                     the write/read baseline benchmark
@@ -438,6 +439,38 @@ def forget(
         residue = graph.residue(tenant, subject)
     console.print(f"forgot {subject!r}: {len(report.episodes_deleted)} episodes deleted, "
                   f"{len(report.episodes_redacted)} redacted; residue: {len(residue)} kinds left")
+
+
+def _literal(text: str | None) -> Any:
+    """A value from the command line: JSON where it parses (42, true), otherwise the text itself."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (int, float, bool)) else text
+
+
+@app.command()
+@friendly
+def confirm(
+    tenant: str = typer.Option(..., "--tenant", "-t"),
+    subject: str = typer.Option(..., "--subject", "-s", help="The entity the candidate is about"),
+    attribute: str = typer.Option(..., "--attribute", "-a", help="The attribute of the candidate"),
+    value: str = typer.Argument(None, help="The candidate value; may be left out when only one is pending"),
+    actor: str = typer.Option(..., "--actor", help="Who confirms, e.g. user:mira or agent:support"),
+    episode: str = typer.Option(None, "--episode", help="A recorded episode in which it was confirmed; "
+                                "default: record one now"),
+) -> None:
+    """Confirm a pending candidate: it becomes a confirmed fact at its own valid_from."""
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        if episode is None:
+            said = f"{actor} confirmed {attribute} of {subject}" + (f": {value}" if value else "")
+            episode = graph.record_episode(tenant_id=tenant, content=said, actor=actor,
+                                           occurred_at=graph.clock()).id
+        result = graph.confirm(tenant, subject, attribute, _literal(value), actor=actor, episode=episode)
+    console.print(f"{result.outcome}: {result.message} (episode {episode})", highlight=False)
 
 
 @app.command()

@@ -9,7 +9,7 @@ import sgam.queries
 
 EXPECTED = [
     "AsyncMemoryGraph", "Conflict", "Entity", "Episode", "EpisodeKind", "ExtractionError", "Fact",
-    "InvalidDelta", "MemoryDelta", "MemoryGraph", "NotFound", "Op", "Provenance", "ProvisioningError",
+    "InvalidDelta", "MemoryDelta", "MemoryGraph", "NotAllowed", "NotFound", "Op", "Provenance", "ProvisioningError",
     "Schema", "SchemaViolation", "Settings", "SgamError", "StoreUnavailable", "TraversalPath",
     "__version__", "default_schema",
 ]

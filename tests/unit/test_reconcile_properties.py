@@ -1,4 +1,8 @@
-"""Property tests: random assert/correct/retract sequences, shuffled, against the oracle."""
+"""Property tests: random assert/correct/retract(/confirm) sequences, shuffled, against the oracle.
+
+The candidate variants run the same sequences on attributes that need N distinct episodes or a
+confirmation (``requires`` / ``sensitive``), with a few episodes per value so recurrences happen.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sgam.graph import Conflict, Fact, MemoryDelta, default_schema, reconcile
+from sgam.graph import Conflict, Fact, MemoryDelta, NotAllowed, NotFound, Schema, Status, default_schema, reconcile
 from sgam.graph.reconcile import apply_plan
 from tests.oracle import Oracle
 
@@ -37,7 +41,7 @@ ops = st.lists(
 def check_invariant(rows: list[Fact], many: bool) -> None:
     for row in rows:
         assert row.valid_to is None or row.valid_to > row.valid_from, row
-    believed = [r for r in rows if r.expired_at is None]
+    believed = [r for r in rows if r.expired_at is None and r.status is Status.CONFIRMED]
     groups: dict[str, list[Fact]] = {}
     for row in believed:
         groups.setdefault(row.value_key if many else "", []).append(row)
@@ -49,34 +53,48 @@ def check_invariant(rows: list[Fact], many: bool) -> None:
                 assert before.value_key != after.value_key, "adjacent equal versions must merge"
 
 
-def run(sequence, attribute: str, values: list) -> tuple[list[Fact], dict, list[datetime]]:
+def gated_schema(requires: int, sensitive: bool) -> Schema:
+    """The default schema with passport_deadline and contact turned into candidate attributes."""
+    attributes = dict(SCHEMA.attributes)
+    for name in ("passport_deadline", "contact"):
+        attributes[name] = attributes[name].model_copy(
+            update={"requires": requires, "sensitive": sensitive, "confirmers": ("user:{subject}",)})
+    return SCHEMA.model_copy(update={"attributes": attributes})
+
+
+def run(sequence, attribute: str, values: list, schema: Schema = SCHEMA,
+        ) -> tuple[list[Fact], dict, list[datetime]]:
     many = attribute == "contact"
+    spec = schema.attribute(attribute)
     rows: list[Fact] = []
     oracles: dict = {}
     times: list[datetime] = []
-    for step, (op, index, start, with_value) in enumerate(sequence):
+    for step, (op, index, start, with_value, *extra) in enumerate(sequence):
+        episode_no, allowed = extra or (0, True)
         now = day(100 + step)
         times.append(now)
         value = values[index]
         if op == "correct" and many:
             op = "assert"
-        send_value = value if (op != "retract" or with_value or many) else None
+        send_value = value if (op not in ("retract", "confirm") or with_value or many) else None
         delta = MemoryDelta(
             tenant_id="t1", subject="mira", attribute=attribute, value=send_value,
-            valid_from=day(start), source_episode_id=f"e{index}-{start}", op=op,
+            valid_from=day(start), source_episode_id=f"e{index}-{start}-{episode_no}", op=op,
+            asserted_by="user:mira" if allowed else "agent:guess",
         )
-        oracle = oracles.setdefault(value if many else None, Oracle())
+        oracle = oracles.setdefault(value if many else None,
+                                    Oracle(requires=spec.requires, sensitive=spec.sensitive))
         expected_value = True if many else send_value
-        conflict = False
+        refused = None
         try:
-            oracle.apply(op, expected_value, day(start), delta.source_episode_id, now)
-        except Conflict:
-            conflict = True
-        if conflict:
-            with pytest.raises(Conflict):
-                reconcile(rows, delta, SCHEMA, now)
+            oracle.apply(op, expected_value, day(start), delta.source_episode_id, now, allowed)
+        except (Conflict, NotFound, NotAllowed) as exc:
+            refused = type(exc)
+        if refused is not None:
+            with pytest.raises(refused):
+                reconcile(rows, delta, schema, now)
             continue
-        rows = apply_plan(rows, reconcile(rows, delta, SCHEMA, now))
+        rows = apply_plan(rows, reconcile(rows, delta, schema, now))
         check_invariant(rows, many)
     return rows, oracles, times
 
@@ -84,7 +102,7 @@ def run(sequence, attribute: str, values: list) -> tuple[list[Fact], dict, list[
 def believed_value(rows: list[Fact], valid_at: datetime, known_at: datetime | None):
     live = [
         r for r in rows
-        if r.valid_at(valid_at) and (r.expired_at is None if known_at is None else r.believed_at(known_at))
+        if r.status is Status.CONFIRMED and r.valid_at(valid_at) and (r.expired_at is None if known_at is None else r.believed_at(known_at))
     ]
     return live
 
@@ -117,3 +135,73 @@ def test_set_valued_members_match_oracle(sequence):
             live = [r for r in believed_value(rows, day(valid), None) if r.value == member]
             assert len(live) <= 1
             assert (True if live else None) == oracle.value(day(valid))
+
+
+gated_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["assert", "assert", "assert", "correct", "retract", "confirm"]),
+        st.integers(0, 2),
+        st.integers(0, 30),
+        st.booleans(),
+        st.integers(0, 2),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+def pending_rows(rows: list[Fact]) -> dict:
+    pending = [r for r in rows if r.expired_at is None and r.status is Status.CANDIDATE]
+    out = {r.value: (r.valid_from, len(r.support_episodes)) for r in pending}
+    assert len(out) == len(pending), "one pending candidate per value"
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(sequence=gated_ops, requires=st.integers(2, 3), sensitive=st.booleans(), replay=st.booleans())
+def test_candidates_match_oracle(sequence, requires, sensitive, replay):
+    if replay:
+        sequence = sequence + sequence[: len(sequence) // 2]
+    rows, oracles, times = run(sequence, "passport_deadline", VALUES, gated_schema(requires, sensitive))
+    oracle = oracles.get(None, Oracle())
+    assert pending_rows(rows) == oracle.pending()
+    for valid in range(0, 34, 3):
+        live = believed_value(rows, day(valid), None)
+        assert len(live) <= 1
+        assert (live[0].value if live else None) == oracle.value(day(valid)), (valid, rows)
+        for known in times[:: max(1, len(times) // 4)]:
+            live = believed_value(rows, day(valid), known)
+            assert len(live) <= 1
+            assert (live[0].value if live else None) == oracle.value(day(valid), known)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sequence=gated_ops, requires=st.integers(2, 3), sensitive=st.booleans())
+def test_candidate_members_match_oracle(sequence, requires, sensitive):
+    rows, oracles, _ = run(sequence, "contact", MEMBERS, gated_schema(requires, sensitive))
+    pending = pending_rows(rows)
+    for member in MEMBERS:
+        oracle = oracles.get(member, Oracle())
+        expected = oracle.pending().get(True)
+        assert pending.get(member) == expected, member
+        for valid in range(0, 34, 3):
+            live = [r for r in believed_value(rows, day(valid), None) if r.value == member]
+            assert len(live) <= 1
+            assert (True if live else None) == oracle.value(day(valid))
+
+
+def test_candidate_is_promoted_by_the_nth_distinct_episode_not_by_a_replay():
+    schema = gated_schema(3, False)
+    rows: list[Fact] = []
+    outcomes = []
+    for step, (episode, start) in enumerate([("a", 1), ("a", 1), ("a", 4), ("b", 6), ("b", 6), ("c", 9)]):
+        delta = MemoryDelta(tenant_id="t1", subject="mira", attribute="passport_deadline",
+                            value=VALUES[0], valid_from=day(start), source_episode_id=episode)
+        plan = reconcile(rows, delta, schema, day(100 + step))
+        outcomes.append(plan.outcome)
+        rows = apply_plan(rows, plan)
+    assert outcomes == ["candidate", "unchanged", "candidate", "candidate", "unchanged", "promoted"]
+    [confirmed] = [r for r in rows if r.expired_at is None]
+    assert confirmed.status is Status.CONFIRMED and confirmed.valid_from == day(1)
+    assert confirmed.support_episodes == ("a", "b", "c") and confirmed.confirmed_by == "recurrence"

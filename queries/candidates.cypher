@@ -1,0 +1,21 @@
+// name: candidates
+// doc: Pending candidates (values waiting for N distinct episodes or a confirmation), with their support, best supported first.
+// param: tenant string  the tenant id
+// param: subject string?  one entity, or null for every subject
+// param: attribute string?  one attribute, or null for every attribute
+// param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// example: :param {tenant: 'demo', subject: null, attribute: null, principal: null}
+MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+WHERE f.memory_id IS NOT NULL
+  AND f.status = 'candidate'
+  AND f.expired_at IS NULL
+  AND ($subject IS NULL OR s.id = $subject)
+  AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
+RETURN s.id AS subject, f.attribute AS attribute, f.value AS value,
+       size(f.support_episodes) AS episodes, f.support_count AS support_count,
+       f.valid_from AS valid_from, f.last_confirmed_at AS last_seen, f.asserted_by AS asserted_by,
+       f.source_episode_id AS episode, f.memory_id AS memory_id,
+       f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
+         expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at)} AS fact
+ORDER BY subject, attribute, episodes DESC, valid_from
