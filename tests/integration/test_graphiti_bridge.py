@@ -58,8 +58,11 @@ def test_write_refusals_are_quarantined(graph: MemoryGraph, tenant: str) -> None
     assert {e.error for e in graph.quarantine(tenant)} == {"UnmappableCandidate"}
 
 
-def test_transient_failure_is_raised_for_a_retry(graph: MemoryGraph, tenant: str) -> None:
+def test_transient_failure_defers_the_episode_to_the_worker(graph: MemoryGraph, tenant: str) -> None:
     ep, extractor = episode(tenant, "dropped_connection")
     with pytest.raises(TransientGraphitiError):
-        ingest(graph, ep, [extractor])
+        extractor.extract(ep, {})  # the bridge itself reports a dropped connection as transient
+    report = ingest(graph, ep, [extractor])  # a real-time ingest keeps the episode and queues it
+    assert report.queued and "TransientGraphitiError" in (report.deferred or "")
     assert graph.quarantine(tenant) == []
+    assert load_episode(graph, tenant, "e1") == ep
