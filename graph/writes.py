@@ -176,12 +176,19 @@ def write_steps(
     schema: Schema,
     clock: Callable[[], datetime],
     atomic: bool,
+    *,
+    checked: bool = False,
+    mentions: bool = True,
 ) -> WriteSteps:
-    """The whole write transaction for one batch (see the module docstring)."""
+    """The whole write transaction for one batch (see the module docstring).
+
+    ``checked``: the episodes and entity types were checked for the whole stream already (bulk
+    import), so step 1 is skipped; ``mentions=False`` leaves the ``MENTIONS`` links to the caller.
+    """
     now = clock()
     results = list(rejected)
     prepared = list(prepared)
-    if prepared:
+    if prepared and not checked:
         prepared = yield from _check(prepared, results)
     if atomic and results:
         raise results[0].error or InvalidDelta(results[0].message)
@@ -196,7 +203,7 @@ def write_steps(
         results.append(result)
         if atomic and not result.ok:
             raise result.error  # type: ignore[misc]
-    yield from _persist(prepared, locked, creates, touched, schema, now)
+    yield from _persist(prepared, locked, creates, touched, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
@@ -316,7 +323,8 @@ def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: dateti
 
 
 def _persist(prepared: list[_Prepared], locked: _Locked, creates: list[dict[str, Any]],
-             touched: dict[str, Fact], schema: Schema, now: datetime) -> Generator[Statement, Records, None]:
+             touched: dict[str, Fact], schema: Schema, now: datetime,
+             mentions: bool = True) -> Generator[Statement, Records, None]:
     final = {row.memory_id: row for rows in locked.slots.values() for row in rows}
     new_ids = {props["memory_id"] for props in creates}
     updates = []
@@ -349,11 +357,15 @@ def _persist(prepared: list[_Prepared], locked: _Locked, creates: list[dict[str,
     for rel_type, rows in sorted(relation_rows.items()):
         yield Statement(CREATE_RELATION_FACTS % quote_identifier(rel_type), {"rows": rows, "now": now})
 
-    mentions = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
-                for p in prepared for entity in _entities_of(p)}
-    yield Statement(LINK_MENTIONS, {"mentions": [
-        {"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(mentions)
-    ]})
+    if mentions:
+        yield Statement(LINK_MENTIONS, {"mentions": mentions_of(prepared)})
+
+
+def mentions_of(prepared: Sequence[_Prepared]) -> list[dict[str, str]]:
+    """The ``MENTIONS`` links of ``prepared``: each (episode, entity) pair once, sorted."""
+    pairs = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
+             for p in prepared for entity in _entities_of(p)}
+    return [{"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(pairs)]
 
 
 _MUTABLE = {
@@ -433,6 +445,7 @@ __all__ = [
     "Statement",
     "fact_from_properties",
     "native",
+    "mentions_of",
     "prepare",
     "write_steps",
 ]
