@@ -388,8 +388,11 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
     suffix = secrets.token_hex(3)
     tenant, raw_tenant = f"scale-{seed}-{suffix}", f"scale-{seed}-{suffix}-raw"
     stream = Stream(seed=seed, final_size=sizes[-1], tenant=tenant)
-    graph = MemoryGraph.connect(uri, auth, schema=SCHEMA)
-    connection = (graph.store.uri, auth)
+    from sgam.api import _connection
+    from sgam.settings import Settings
+
+    connection = _connection(uri, auth, Settings())  # Graphiti's probe connects on its own
+    graph = MemoryGraph.connect(*connection, schema=SCHEMA)
     retries = _RetryCounter()
     logging.getLogger("neo4j").addHandler(retries)
     store_dir = _store_dir(graph)

@@ -507,9 +507,11 @@ app.add_typer(bench_app, name="bench")
 @bench_app.callback()
 def bench(ctx: typer.Context) -> None:
     """Benchmarks; without a subcommand: scale and replay at their default sizes."""
-    if ctx.invoked_subcommand is None:  # click fills in each subcommand's defaults
-        for name in ("scale", "replay"):
-            ctx.invoke(ctx.command.get_command(ctx, name))
+    if ctx.invoked_subcommand is None:
+        for name in ("scale", "replay"):  # each with its own defaults, as if run without options
+            command = ctx.command.get_command(ctx, name)
+            with command.make_context(name, [], parent=ctx) as sub:
+                command.invoke(sub)
 
 
 @bench_app.command("baseline")
