@@ -174,7 +174,7 @@ def run(path: Path | str, *, out_dir: Path | str = Path("bench/results"), limit:
                     continue
                 rankings: dict[str, list[str]] = {}
                 t = time.perf_counter()
-                ctx = graph.context(tenant, q.text, k=k_max, budget_tokens=100_000)
+                ctx = graph.context(tenant, q.text, k=k_max, budget_tokens=100_000, embedder=embedder)
                 latency["sgam-context"].append(time.perf_counter() - t)
                 rankings["sgam-context"] = [e.id for e in ctx.evidence if e.kind == "episode"]
                 t = time.perf_counter()
