@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
+from .bulk import CREATE_MENTIONS, DEFAULT_CHUNK, ENTITY_IDS, EPISODE_IDS, OCCUPIED, UNDO, missing_error, occupied_error, plan_import
 from .episodes import Recorded, record_steps
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
 from .forget import ForgetReport, forget_steps
@@ -22,7 +23,7 @@ from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purg
 from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
 from .models import Episode, MemoryDelta, utcnow
 from .schema import Schema
-from .writes import BatchResult, Records, Statement, WriteSteps, prepare, write_steps
+from .writes import BatchResult, DeltaResult, Records, Statement, WriteSteps, mentions_of, prepare, write_steps
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -218,6 +219,52 @@ class Store(_Base):
     def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
         """Reconcile and persist ``deltas`` in one transaction."""
         return self._write(self._batch(deltas, atomic))
+
+    def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
+                       on_progress: Callable[[int, int], None] | None = None) -> BatchResult:
+        """Load a whole history into tenants without entities, in chunks of whole subjects
+        (see ``bulk``); on a failure the imported part is removed again and the error raised.
+
+        ``on_progress(done, total)`` is called after each chunk with counts of deltas.
+        """
+        plan = plan_import(deltas, self.schema, chunk_size)
+        if not plan.chunks:
+            return BatchResult(())
+        error = occupied_error(self.read(OCCUPIED, {"tenants": list(plan.tenants)}))
+        if error is not None:
+            raise error
+        episode_ids: dict[tuple[str, str], str] = {}
+        for tenant in plan.tenants:
+            episode_ids.update(((tenant, r["id"]), r["eid"]) for r in self.read(EPISODE_IDS, {"tenant": tenant}))
+            missing = [e for t, e in plan.episodes if t == tenant and (t, e) not in episode_ids]
+            error = missing_error(tenant, missing)
+            if error is not None:
+                raise error
+        results: list[DeltaResult] = []
+        done = 0
+        try:
+            for chunk in plan.chunks:
+                batch = self._write(lambda: write_steps(chunk, (), self.schema, self.clock, True,
+                                                        checked=True, mentions=False))
+                results.extend(batch.results)  # indices are positions in ``deltas``
+                done += len(chunk)
+                if on_progress is not None:
+                    on_progress(done, len(deltas))
+            entity_ids = {(t, r["id"]): r["eid"] for t in plan.tenants
+                          for r in self.read(ENTITY_IDS, {"tenant": t})}
+            links = [{"episode": episode_ids[(m["tenant_id"], m["episode"])],
+                      "entity": entity_ids[(m["tenant_id"], m["entity"])]}
+                     for m in mentions_of([item for chunk in plan.chunks for item in chunk])]
+            for i in range(0, len(links), chunk_size):
+                self.run_write(CREATE_MENTIONS, {"mentions": links[i:i + chunk_size]})
+        except BaseException:
+            if done:
+                with translated(self.uri), self.driver.session(database=self.database) as session:
+                    for tenant in plan.tenants:
+                        for statement in UNDO:
+                            session.run(statement, tenant=tenant).consume()
+            raise
+        return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
 class AsyncStore(_Base):

@@ -184,12 +184,19 @@ def write_steps(
     schema: Schema,
     clock: Callable[[], datetime],
     atomic: bool,
+    *,
+    checked: bool = False,
+    mentions: bool = True,
 ) -> WriteSteps:
-    """The whole write transaction for one batch (see the module docstring)."""
+    """The whole write transaction for one batch (see the module docstring).
+
+    ``checked``: the episodes and entity types were checked for the whole stream already (bulk
+    import), so step 1 is skipped; ``mentions=False`` leaves the ``MENTIONS`` links to the caller.
+    """
     now = clock()
     results = list(rejected)
     prepared = list(prepared)
-    if prepared:
+    if prepared and not checked:
         prepared = yield from _check(prepared, results)
     if atomic and results:
         raise results[0].error or InvalidDelta(results[0].message)
@@ -204,7 +211,7 @@ def write_steps(
         results.append(result)
         if atomic and not result.ok:
             raise result.error  # type: ignore[misc]
-    yield from _persist(prepared, locked, creates, touched, schema, now)
+    yield from _persist(prepared, locked, creates, touched, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
@@ -324,7 +331,8 @@ def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: dateti
 
 
 def _persist(prepared: list[_Prepared], locked: _Locked, creates: list[dict[str, Any]],
-             touched: dict[str, Fact], schema: Schema, now: datetime) -> Generator[Statement, Records, None]:
+             touched: dict[str, Fact], schema: Schema, now: datetime,
+             mentions: bool = True) -> Generator[Statement, Records, None]:
     final = {row.memory_id: row for rows in locked.slots.values() for row in rows}
     new_ids = {props["memory_id"] for props in creates}
     updates = []
@@ -360,11 +368,15 @@ def _persist(prepared: list[_Prepared], locked: _Locked, creates: list[dict[str,
     restricted = _private_episodes(prepared, schema)
     if restricted:
         yield Statement(RESTRICT_EPISODES, {"episodes": restricted})
-    mentions = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
-                for p in prepared for entity in _entities_of(p)}
-    yield Statement(LINK_MENTIONS, {"mentions": [
-        {"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(mentions)
-    ]})
+    if mentions:
+        yield Statement(LINK_MENTIONS, {"mentions": mentions_of(prepared)})
+
+
+def mentions_of(prepared: Sequence[_Prepared]) -> list[dict[str, str]]:
+    """The ``MENTIONS`` links of ``prepared``: each (episode, entity) pair once, sorted."""
+    pairs = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
+             for p in prepared for entity in _entities_of(p)}
+    return [{"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(pairs)]
 
 
 def _private_episodes(prepared: list[_Prepared], schema: Schema) -> list[dict[str, Any]]:
@@ -455,6 +467,7 @@ __all__ = [
     "Statement",
     "fact_from_properties",
     "native",
+    "mentions_of",
     "prepare",
     "write_steps",
 ]

@@ -8,8 +8,7 @@
     sgam confirm -t T -s S -a A    confirm a pending candidate (sgam query candidates lists them)
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
     sgam demo                      the seed example, side by side with a naive text memory
-    sgam bench                     the write/read baseline benchmark
-    sgam bench-replay              the replay benchmark: SGAM vs text memory (DM)
+    sgam bench [scale|replay|locomo|baseline]   benchmarks (no subcommand: scale + replay)
     sgam ingest FILE... -t T       record episodes, process them now or queue them
     sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
 """
@@ -540,22 +539,72 @@ def demo() -> None:
     console.print(demo_module.BROWSER_QUERY, highlight=False, markup=False, soft_wrap=True)
 
 
-@app.command()
+bench_app = typer.Typer(invoke_without_command=True,
+                        help="Benchmarks; without a subcommand: scale and replay at their default sizes.")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.callback()
+def bench(ctx: typer.Context) -> None:
+    """Benchmarks; without a subcommand: scale and replay at their default sizes."""
+    if ctx.invoked_subcommand is None:
+        for name in ("scale", "replay"):  # each with its own defaults, as if run without options
+            command = ctx.command.get_command(ctx, name)
+            with command.make_context(name, [], parent=ctx) as sub:
+                command.invoke(sub)
+
+
+@bench_app.command("baseline")
 @friendly
-def bench(
+def bench_baseline(
     facts: int = typer.Option(100_000, help="Facts to write"),
     subjects: int = typer.Option(10_000, help="Subjects they are about"),
     lookups: int = typer.Option(2_000, help="Timed lookups per query kind"),
     seed: int = typer.Option(7),
     out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON result goes"),
 ) -> None:
-    """Write throughput and lookup latency, each next to a raw-Cypher baseline from the same run."""
+    """Write throughput and lookup latency at one size, each next to a raw-Cypher baseline."""
     from . import bench as bench_module
 
     bench_module.main(facts=facts, subjects=subjects, lookups=lookups, seed=seed, out_dir=out_dir)
 
 
-@app.command("bench-replay")
+def _sizes(text: str) -> list[int]:
+    sizes = []
+    for part in text.split(","):
+        part = part.strip().lower().replace("_", "")
+        scale = {"k": 1_000, "m": 1_000_000}.get(part[-1:], 1)
+        try:
+            sizes.append(int(float(part[:-1] if scale > 1 else part) * scale))
+        except ValueError:
+            raise typer.BadParameter(f"--sizes: {part!r} is not a size; use e.g. 10k,100k,1m") from None
+    return sizes
+
+
+@bench_app.command("scale")
+@friendly
+def bench_scale(
+    sizes: str = typer.Option("10k,100k,1m", help="Graph sizes in facts, ascending (e.g. 10k,100k,1m)"),
+    huge: bool = typer.Option(False, "--huge", help="Add 10M facts (hours, and a lot of disk)"),
+    window: int = typer.Option(20_000, help="Deltas written through write_many (timed) at each size"),
+    lookups: int = typer.Option(300, help="Timed calls per operation and size"),
+    graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
+                                  help="Graphiti search latency too [default: at sizes up to 100k]"),
+    seed: int = typer.Option(7),
+    out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
+    keep: bool = typer.Option(False, "--keep", help="Leave the last size's tenant in the database"),
+) -> None:
+    """Cost vs graph size (10k, 100k, 1M facts): writes, current, as_of, history, 3-hop traverse
+    and context, each next to raw Cypher; store size, heap and RSS."""
+    from . import bench_scale as scale_module
+
+    chosen = _sizes(sizes) + ([scale_module.HUGE_SIZE] if huge else [])
+    result = scale_module.run(chosen, seed=seed, window=window, lookups=lookups, graphiti=graphiti,
+                              out_dir=out_dir, keep=keep, log=err.print)
+    scale_module.print_summary(result, console)
+
+
+@bench_app.command("replay")
 @friendly
 def bench_replay(
     size: str = typer.Option("smoke", help="smoke | small | large"),
@@ -569,6 +618,25 @@ def bench_replay(
         raise typer.BadParameter(f"--size must be one of {', '.join(replay_module.SIZES)}")
     result = replay_module.run(size=size, seed=seed, out_dir=out_dir, log=err.print)
     console.print(replay_module.markdown(result), markup=False, highlight=False)
+    console.print(f"results: {result['result_files']}", markup=False, highlight=False)
+
+
+app.command("bench-replay", hidden=True, help="Alias of `sgam bench replay`.")(bench_replay)
+
+
+@bench_app.command("locomo")
+@friendly
+def bench_locomo(
+    path: Path = typer.Argument(..., exists=True, dir_okay=False,
+                                help="locomo10.json (snap-research/locomo, CC BY-NC 4.0; not shipped)"),
+    out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON and Markdown go"),
+    limit: int = typer.Option(0, help="Use only the first N conversations (0 = all)"),
+) -> None:
+    """Evidence recall@5/10 on LoCoMo: SGAM's context assembly vs plain BM25 and plain MiniLM."""
+    from . import bench_locomo as locomo_module
+
+    result = locomo_module.run(path, out_dir=out_dir, limit=limit or None, log=err.print)
+    console.print(locomo_module.markdown(result), markup=False, highlight=False)
     console.print(f"results: {result['result_files']}", markup=False, highlight=False)
 
 

@@ -1,0 +1,210 @@
+"""Smoke runs of ``sgam bench scale`` and ``sgam bench locomo`` at tiny sizes, and the bulk import.
+
+The scale run checks that every figure is produced, the result files are written and SGAM agrees
+with the independent model on every sampled lookup; the LoCoMo probe runs on a small synthetic
+file in LoCoMo's format (never the real one). Timings are never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from sgam import bench, bench_locomo, bench_scale
+from sgam.api import MemoryGraph
+from sgam.graph import Conflict, InvalidDelta, MemoryDelta, SchemaViolation
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
+    uri, auth = neo4j_connection
+    result = bench_scale.run([600, 1_500], seed=5, window=300, lookups=30, graphiti=False,
+                             out_dir=tmp_path, uri=uri, auth=auth, log=lambda _: None)
+    assert [row["size"] for row in result["sizes"]] == [600, 1_500]
+    for row in result["sizes"]:
+        assert row["correctness"]["current_mismatches"] == 0, row["correctness"]["examples"]
+        assert row["correctness"]["as_of_mismatches"] == 0, row["correctness"]["examples"]
+        assert row["writes"]["rejected"] == 0
+        assert sum(row["writes"]["outcomes"].values()) == 300
+        assert _positive(row["writes"]["sgam_facts_per_s"]) and _positive(row["writes"]["raw_facts_per_s"])
+        assert _positive(row["bulk_import"]["facts_per_s"])
+        assert row["stored"]["fact_rows"] >= row["stored"]["believed_rows"] > 0
+        for op in bench_scale.OPERATIONS:
+            entry = row["lookups"][op]
+            assert entry["sgam"]["n"] == entry["raw"]["n"] == 30
+            assert _positive(entry["ratio_p50"]) and entry["sgam"]["p50_ms"] <= entry["sgam"]["p99_ms"]
+        assert _positive(row["python"]["peak_rss_mb"])
+        assert "disabled" in row["graphiti"]["skipped"]
+    files = result["result_files"]
+    saved = json.loads(Path(files["json"]).read_text(encoding="utf-8"))
+    assert saved["params"]["seed"] == 5 and saved["params"]["sizes"] == [600, 1_500]
+    assert Path(files["png"]).read_bytes()[:4] == b"\x89PNG"
+    assert "| 1,500 | traverse |" in Path(files["markdown"]).read_text(encoding="utf-8")
+    with MemoryGraph.connect(uri, auth, schema=bench_scale.SCHEMA) as graph:  # tenants are gone
+        assert graph.store.read("MATCH (n {tenant_id: $t}) RETURN count(n) AS n",
+                                {"t": result["params"]["tenant"]})[0]["n"] == 0
+
+
+def test_scale_stream_has_long_histories_and_a_three_hop_path() -> None:
+    stream = bench_scale.Stream(seed=3, final_size=5_000)
+    stream.take(5_000)
+    assert {"create", "change", "backdated", "correct", "retract", "replay", "add"} <= set(stream.ops)
+    per_subject: dict[str, int] = {}
+    for d in stream.deltas:
+        per_subject[d.subject] = per_subject.get(d.subject, 0) + 1
+    counts = sorted(per_subject.values())
+    assert counts[-1] >= 10 * counts[len(counts) // 2]  # hot subjects with long histories
+    assert {d.attribute for d in stream.deltas} >= set(bench_scale.PATH)
+    again = bench_scale.Stream(seed=3, final_size=5_000)
+    again.take(5_000)
+    assert [d.model_dump() for d in again.deltas[:200]] == [d.model_dump() for d in stream.deltas[:200]]
+
+
+@pytest.fixture()
+def graph(neo4j_connection: tuple[str, tuple[str, str]]):
+    uri, auth = neo4j_connection
+    with MemoryGraph.connect(uri, auth) as g:
+        yield g
+
+
+def test_import_history_matches_write_many_and_the_model(graph: MemoryGraph) -> None:
+    """The same stream through import_history and write_many: same outcomes, same answers as the model."""
+    bulk_w = bench.generate(3_000, 150, 13, "import-bulk")
+    many_w = bench.generate(3_000, 150, 13, "import-many")
+    for t in ("import-bulk", "import-many"):
+        graph.delete_tenant(t)
+    try:
+        graph.record_episodes(bulk_w.episodes)
+        graph.record_episodes(many_w.episodes)
+        done: list[tuple[int, int]] = []
+        imported = graph.import_history(bulk_w.deltas, chunk_size=700,
+                                        on_progress=lambda d, n: done.append((d, n)))
+        written = graph.write_many(many_w.deltas, batch_size=500)
+        assert [r.outcome for r in imported.results] == [r.outcome for r in written.results]
+        assert not imported.rejected and done[-1] == (3_000, 3_000) and len(done) > 1
+        now = datetime.now(timezone.utc)
+        for (subject, attribute), slot in bulk_w.slots.items():
+            assert bench._observed(graph.current("import-bulk", subject, attribute)) == slot.expected(now)
+            for delta in slot.deltas[::3]:
+                at = delta.valid_from
+                assert bench._observed(graph.as_of("import-bulk", subject, attribute, valid_at=at)) \
+                    == slot.expected(at), (subject, attribute, at)
+            assert len(graph.history("import-bulk", subject, attribute)) == \
+                len(graph.history("import-many", subject, attribute))
+        assert graph.doctor("import-bulk") == []
+        count = "MATCH (:Episode {tenant_id: $t})-[m:MENTIONS]->() RETURN count(m) AS n"
+        assert graph.store.read(count, {"t": "import-bulk"}) == graph.store.read(count, {"t": "import-many"})
+
+        # a tenant that already holds entities is refused, and nothing changes
+        before = len(graph.history("import-bulk", bulk_w.deltas[0].subject))
+        with pytest.raises(Conflict, match="import-bulk.*write_many"):
+            graph.import_history(bulk_w.deltas[:10])
+        assert len(graph.history("import-bulk", bulk_w.deltas[0].subject)) == before
+    finally:
+        for t in ("import-bulk", "import-many"):
+            graph.delete_tenant(t)
+
+
+def test_import_history_rejects_bad_streams_before_writing(graph: MemoryGraph) -> None:
+    tenant = "import-bad"
+    graph.delete_tenant(tenant)
+    w = bench.generate(200, 20, 17, tenant)
+    try:
+        graph.record_episodes(w.episodes[1:])  # the first episode is missing
+        with pytest.raises(InvalidDelta, match="ep-0000000.*record the episodes first"):
+            graph.import_history(w.deltas)
+        graph.record_episodes(w.episodes[:1])
+        bad = MemoryDelta(tenant_id=tenant, subject="p-000001", attribute="no_such_attribute", value="x",
+                          valid_from=w.deltas[0].valid_from, source_episode_id=w.deltas[0].source_episode_id)
+        with pytest.raises(SchemaViolation, match="delta 200"):
+            graph.import_history([*w.deltas, bad])
+        clash = w.deltas[0].model_copy(update={"attribute": "holds", "subject": "p-000001",
+                                                "value": "acc-1", "subject_type": "Customer"})
+        with pytest.raises(SchemaViolation, match="p-000001"):
+            graph.import_history([*w.deltas, clash])
+        assert graph.store.read("MATCH (e:Entity {tenant_id: $t}) RETURN count(e) AS n", {"t": tenant})[0]["n"] == 0
+        with pytest.raises(InvalidDelta, match="chunk_size"):
+            graph.import_history(w.deltas, chunk_size=0)
+    finally:
+        graph.delete_tenant(tenant)
+
+
+def _locomo_file(path: Path) -> Path:
+    """A tiny file in LoCoMo's shape (two conversations), written by the test."""
+    def session(n: int, lines: list[tuple[str, str]]) -> list[dict]:
+        return [{"speaker": s, "dia_id": f"D{n}:{i + 1}", "text": t} for i, (s, t) in enumerate(lines)]
+
+    samples = [
+        {"sample_id": "conv-a",
+         "conversation": {
+             "speaker_a": "Mira", "speaker_b": "Jon",
+             "session_1_date_time": "1:56 pm on 8 May, 2023",
+             "session_1": session(1, [("Mira", "I adopted a grey cat called Pixel last week."),
+                                      ("Jon", "Lovely! I started learning the violin."),
+                                      ("Mira", "My sister lives in Lisbon now.")]),
+             "session_2_date_time": "10:00 am on 20 June, 2023",
+             "session_2": session(2, [("Jon", "I played my first violin concert on Saturday."),
+                                      ("Mira", "Pixel knocked over my coffee again."),
+                                      ("Jon", "Did you visit your sister in Lisbon?")])},
+         "qa": [{"question": "What is the name of Mira's cat?", "answer": "Pixel", "evidence": ["D1:1"],
+                 "category": 4},
+                {"question": "Which instrument does Jon play in concerts?", "answer": "violin",
+                 "evidence": ["D1:2", "D2:1"], "category": 1},
+                {"question": "Where does Mira's sister live?", "answer": "Lisbon", "evidence": ["D1:3"],
+                 "category": 4},
+                {"question": "What is Jon's dog called?", "adversarial_answer": "Rex",
+                 "evidence": ["D1:2"], "category": 5}]},
+        {"sample_id": "conv-b",
+         "conversation": {
+             "speaker_a": "Ana", "speaker_b": "Bo",
+             "session_1_date_time": "9:15 pm on 3 March, 2023",
+             "session_1": session(1, [("Ana", "We moved the garden party to Sunday."),
+                                      ("Bo", "Great, I will bake a lemon cake."),
+                                      ("Ana", "The party starts at noon.")])},
+         "qa": [{"question": "When did Ana plan the garden party?", "answer": "Sunday",
+                 "evidence": ["D1:1"], "category": 2}]},
+    ]
+    path.write_text(json.dumps(samples), encoding="utf-8")
+    return path
+
+
+def test_locomo_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
+    uri, auth = neo4j_connection
+    source = _locomo_file(tmp_path / "locomo-shaped.json")
+    conversations = bench_locomo.load(source)
+    assert [len(c.turns) for c in conversations] == [6, 3]
+    assert conversations[0].turns[3].at > conversations[0].turns[2].at
+    result = bench_locomo.run(source, out_dir=tmp_path, uri=uri, auth=auth, log=lambda _: None)
+    for system in bench_locomo.SYSTEMS:
+        entry = result["systems"][system]
+        overall = entry["overall_categories_1_4"]
+        assert overall["questions"] == 4  # the adversarial question is reported apart
+        assert entry["by_category"]["5 adversarial"]["questions"] == 1
+        assert 0 <= overall["recall@5"] <= overall["recall@10"] <= 100
+    # with six turns, the top 10 holds every turn: recall@10 is complete for the plain rankers
+    assert result["systems"]["bm25"]["overall_categories_1_4"]["recall@10"] == 100.0
+    assert result["systems"]["sgam-context"]["overall_categories_1_4"]["recall@10"] > 0
+    text = Path(result["result_files"]["markdown"]).read_text(encoding="utf-8")
+    assert "| overall (1-4) | 4 |" in text
+    with MemoryGraph.connect(uri, auth) as graph:
+        left = graph.store.read("MATCH (n:Episode) WHERE n.tenant_id STARTS WITH 'locomo-' "
+                                "RETURN count(n) AS n", {})[0]["n"]
+    assert left == 0
+
+
+def test_locomo_bad_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"not": "a list"}), encoding="utf-8")
+    with pytest.raises(InvalidDelta, match="list of samples"):
+        bench_locomo.load(path)
+    path.write_text(json.dumps([{"conversation": {"session_1_date_time": "yesterday", "session_1": []},
+                                 "qa": []}]), encoding="utf-8")
+    with pytest.raises(InvalidDelta, match="session date 'yesterday'"):
+        bench_locomo.load(path)
