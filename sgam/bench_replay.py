@@ -670,9 +670,11 @@ def evaluate(world: World, systems: dict[str, Callable[[Question], str]]) -> dic
 
 def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/results"),
         uri: str | None = None, auth: tuple[str, str] | None = None, dm: bool = True,
-        log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Generate, load SGAM (fresh tenants, deleted afterwards), build DM, ask, score, report."""
-    from sgam.api import MemoryGraph
+        graphiti: bool = True, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Generate, load SGAM (fresh tenants, deleted afterwards), build DM and (``graphiti``) the
+    Graphiti graph in the same database (its own groups, deleted afterwards), ask, score, report."""
+    from sgam.api import MemoryGraph, _connection
+    from sgam.settings import Settings
 
     log = log or (lambda m: print(m, file=sys.stderr))
     started_at = datetime.now(timezone.utc)
@@ -684,11 +686,28 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
     clock = SimClock(START)
     graph = MemoryGraph.connect(uri, auth, clock=clock)
     systems: dict[str, Callable[[Question], str]] = {}
+    gsession: Any = None
+    greplay: Any = None
+    graphiti_info: dict[str, Any] = {}
     try:
         load = load_sgam(graph, clock, world)
         log(f"SGAM loaded in {load['seconds']}s: {load['outcomes']}, rejected {load['rejected']}")
         clock.now = datetime.now(timezone.utc)
         systems["sgam"] = lambda q: answer_sgam(graph, q)
+        if graphiti:
+            from sgam import bench_graphiti
+            from sgam.queries.embeddings import default_embedder
+
+            settings = Settings()
+            g_uri, g_auth = _connection(uri, auth, settings)
+            gsession = bench_graphiti.GraphitiSession(g_uri, g_auth, default_embedder(),
+                                                      database=settings.neo4j_database)
+            greplay = bench_graphiti.GraphitiReplay(gsession)
+            graphiti_info = {"load": greplay.load(world), **bench_graphiti.RULES}
+            log(f"Graphiti loaded in {graphiti_info['load']['seconds']}s: "
+                f"{graphiti_info['load']['entity_edges']} edges, "
+                f"indexes {graphiti_info['load']['graphiti_indexes']}")
+            systems.update(greplay.systems())
         dm_info: dict[str, Any] = {}
         if dm:
             texts = [e.text for e in world.events]
@@ -711,11 +730,17 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
         evaluation = evaluate(world, systems)
     finally:
         remaining = {}
-        for tenant in world.tenants:
-            graph.delete_tenant(tenant)
-            remaining[tenant] = graph.store.read(
-                "MATCH (n {tenant_id: $t}) RETURN count(n) AS n", {"t": tenant})[0]["n"]
-        graph.close()
+        try:
+            if greplay is not None:
+                remaining.update(greplay.delete())
+        finally:
+            if gsession is not None:
+                gsession.close()
+            for tenant in world.tenants:
+                graph.delete_tenant(tenant)
+                remaining[tenant] = graph.store.read(
+                    "MATCH (n {tenant_id: $t}) RETURN count(n) AS n", {"t": tenant})[0]["n"]
+            graph.close()
     result = {
         "benchmark": "sgam.bench_replay", "format": 1,
         "started_at": started_at.isoformat(), "finished_at": datetime.now(timezone.utc).isoformat(),
@@ -723,16 +748,17 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
         "machine": _machine(),
         "versions": {"python": sys.version.split()[0], "sgam": _version("sgam"),
                      "rank_bm25": _version("rank-bm25"),
-                     "sentence_transformers": _version("sentence-transformers"), **_git_state()},
+                     "sentence_transformers": _version("sentence-transformers"),
+                     "graphiti_core": _version("graphiti-core"), **_git_state()},
         "dataset": {"episodes": len(world.events), "slots": len(world.slots),
                     "ops": dict(sorted(world.ops.items())),
                     "erased_subjects": sum(len(v) for v in world.erased.values()),
                     "questions": dict(Counter(q.qtype for q in world.questions)),
                     "abstain_reasons": dict(Counter(q.note for q in world.questions
                                                     if q.qtype == "abstain"))},
-        "sgam_load": load, "dm": dm_info, **evaluation,
+        "sgam_load": load, "dm": dm_info, "graphiti": graphiti_info, **evaluation,
         "cleanup": {"remaining_nodes": remaining},
-        "not_covered": ["graphiti", "DM date-aware reader", "hybrid KG+MiniLM", "when_start/when_end",
+        "not_covered": ["DM date-aware reader", "hybrid KG+MiniLM", "when_start/when_end",
                         "count_changes", "retrieval-only metrics (recall@k)"],
     }
     write_report(result, Path(out_dir), started_at)
