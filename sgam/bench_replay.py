@@ -1,4 +1,4 @@
-"""Deterministic replay benchmark: SGAM against descriptive text memory (DM), no LLM.
+"""Deterministic replay benchmark: SGAM against descriptive text memory (DM) and Graphiti, no LLM.
 
 A seeded generator builds multi-tenant episode streams (one statement per episode, with its
 structured delta): changes, retroactive corrections, backdated facts, out-of-order arrival,
@@ -16,6 +16,10 @@ Systems, scored on the same data in the same run:
 * **sgam**: episodes and deltas written through ``MemoryGraph`` with a simulated clock, so a fact's
   ``recorded_at`` is its episode's day and ``known_at`` questions are exact; answers come from
   ``current`` / ``as_of`` (with ``known_at``) / ``history`` only.
+* **graphiti / graphiti-datefilter**: the same facts as a Graphiti graph written with
+  graphiti-core's own save functions (no LLM; an ideal extractor, Graphiti's own temporal
+  invalidation rule) in the same database, answered by graphiti-core's hybrid search (BM25 + MiniLM
+  cosine, RRF) without and with its date filters; see :mod:`sgam.bench_graphiti`.
 * **dm-bm25-top1 / dm-bm25-newest / dm-minilm-top1 / dm-minilm-newest**: the same episodes as free
   text in one shared text store (the tenant is a label inside the text, not a hard filter), top-k by
   BM25 (``rank-bm25``) or MiniLM cosine (numpy), answered by fixed rules: the top hit, or the newest
@@ -27,7 +31,7 @@ was an earlier value of the same slot), resurrection rate (an erased or retracte
 cross-tenant leak rate (a value only another tenant's same-named person had), latency p50/p95.
 Output: ``replay-<timestamp>.json``, ``.md`` and ``.png`` (matplotlib, optional extra ``bench``).
 
-    sgam bench-replay --size smoke --seed 7
+    sgam bench-replay --size smoke --seed 7          # --no-graphiti leaves Graphiti out
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from sgam.bench import _git_state, _machine, _version, percentile
+from sgam.graph.errors import SgamError
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta, Op
 
 DAY = timedelta(days=1)
@@ -695,7 +700,10 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
         clock.now = datetime.now(timezone.utc)
         systems["sgam"] = lambda q: answer_sgam(graph, q)
         if graphiti:
-            from sgam import bench_graphiti
+            try:
+                from sgam import bench_graphiti
+            except ImportError as exc:
+                raise SgamError(f"{exc}; or leave Graphiti out with --no-graphiti") from None
             from sgam.queries.embeddings import default_embedder
 
             settings = Settings()
@@ -757,10 +765,12 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
                     "abstain_reasons": dict(Counter(q.note for q in world.questions
                                                     if q.qtype == "abstain"))},
         "sgam_load": load, "dm": dm_info, "graphiti": graphiti_info, **evaluation,
+        "latency_ratios": {},
         "cleanup": {"remaining_nodes": remaining},
         "not_covered": ["DM date-aware reader", "hybrid KG+MiniLM", "when_start/when_end",
                         "count_changes", "retrieval-only metrics (recall@k)"],
     }
+    result["latency_ratios"] = latency_ratios(result)
     write_report(result, Path(out_dir), started_at)
     return result
 
@@ -795,7 +805,29 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {s} | {a['accuracy']:.1%} | {a['stale_rate']:.1%} | {cur:.1%} | "
                      f"{a['resurrection_rate']:.1%} | {a['leak_rate']:.1%} | {a['p50_ms']:.2f} | "
                      f"{a['p95_ms']:.2f} |")
+    ratios = latency_ratios(result)
+    if ratios:
+        lines += ["", "Answer latency, Graphiti's search over SGAM's exact read (same questions, "
+                  "same run; the machine may be shared):", "",
+                  "| system | p50 ratio | p95 ratio |", "|---|---:|---:|"]
+        for name, r in ratios.items():
+            lines.append(f"| {name} / sgam | {r['p50']:.1f}x | {r['p95']:.1f}x |")
     return "\n".join(lines) + "\n"
+
+
+def latency_ratios(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """p50/p95 latency of each Graphiti column divided by SGAM's, over all questions."""
+    metrics = result["metrics"]
+    if "sgam" not in metrics:
+        return {}
+    base = metrics["sgam"]["all"]
+    out = {}
+    for name in metrics:
+        if name.startswith("graphiti") and base["p50_ms"] and base["p95_ms"]:
+            a = metrics[name]["all"]
+            out[name] = {"p50": round(a["p50_ms"] / base["p50_ms"], 2),
+                         "p95": round(a["p95_ms"] / base["p95_ms"], 2)}
+    return out
 
 
 def write_report(result: dict[str, Any], out_dir: Path, started_at: datetime) -> None:
