@@ -271,13 +271,13 @@ async def _gather(coros: Iterable[Any]) -> None:
     await semaphore_gather(*coros, max_coroutines=_CONCURRENCY)
 
 
-def _now_edges(edges: Sequence[EntityEdge]) -> dict[str, datetime | None]:
+def _expiries(edges: Sequence[EntityEdge]) -> dict[str, datetime | None]:
     return {e.uuid: e.expired_at for e in edges}
 
 
 def _invalidate(new: EntityEdge, candidates: list[EntityEdge], day: datetime) -> None:
     """Graphiti's temporal invalidation, with its ``utc_now()`` replaced by the episode's day."""
-    before = _now_edges([new, *candidates])
+    before = _expiries([new, *candidates])
     _apply_temporal_invalidation(new, candidates)
     for e in (new, *candidates):
         if before[e.uuid] is None and e.expired_at is not None:

@@ -88,6 +88,17 @@ def test_graphiti_and_sgam_share_a_database(neo4j_connection: tuple[str, tuple[s
     try:
         load = replay.load(world)
         assert load["graphiti_indexes"]["fulltext"] == 4
+        # an erased person's facts and episodes are gone from Graphiti's graph
+        erased = [(bench_graphiti.group_for(t), world.persons[s])
+                  for t, subjects in world.erased.items() for s in subjects]
+        assert erased
+        for group, name in erased:
+            records, _, _ = session.run(session.driver.execute_query(
+                "OPTIONAL MATCH ()-[e:RELATES_TO {group_id: $g}]->() WHERE e.fact STARTS WITH $p "
+                "WITH count(e) AS facts OPTIONAL MATCH (ep:Episodic {group_id: $g}) "
+                "WHERE ep.content CONTAINS $p RETURN facts, count(ep) AS episodes",
+                g=group, p=f"{name}'s"))
+            assert (records[0]["facts"], records[0]["episodes"]) == (0, 0), name
         alone = [(replay.answer(q, False), replay.answer(q, True)) for q in questions]
         load_sgam(graph, clock, world)
         clock.now = datetime.now(timezone.utc)
