@@ -1,4 +1,4 @@
-"""Deterministic replay benchmark: SGAM against descriptive text memory (DM), no LLM.
+"""Deterministic replay benchmark: SGAM against descriptive text memory (DM) and Graphiti, no LLM.
 
 A seeded generator builds multi-tenant episode streams (one statement per episode, with its
 structured delta): changes, retroactive corrections, backdated facts, out-of-order arrival,
@@ -16,6 +16,10 @@ Systems, scored on the same data in the same run:
 * **sgam**: episodes and deltas written through ``MemoryGraph`` with a simulated clock, so a fact's
   ``recorded_at`` is its episode's day and ``known_at`` questions are exact; answers come from
   ``current`` / ``as_of`` (with ``known_at``) / ``history`` only.
+* **graphiti / graphiti-datefilter**: the same facts as a Graphiti graph written with
+  graphiti-core's own save functions (no LLM; an ideal extractor, Graphiti's own temporal
+  invalidation rule) in the same database, answered by graphiti-core's hybrid search (BM25 + MiniLM
+  cosine, RRF) without and with its date filters; see :mod:`sgam.bench_graphiti`.
 * **dm-bm25-top1 / dm-bm25-newest / dm-minilm-top1 / dm-minilm-newest**: the same episodes as free
   text in one shared text store (the tenant is a label inside the text, not a hard filter), top-k by
   BM25 (``rank-bm25``) or MiniLM cosine (numpy), answered by fixed rules: the top hit, or the newest
@@ -27,7 +31,7 @@ was an earlier value of the same slot), resurrection rate (an erased or retracte
 cross-tenant leak rate (a value only another tenant's same-named person had), latency p50/p95.
 Output: ``replay-<timestamp>.json``, ``.md`` and ``.png`` (matplotlib, optional extra ``bench``).
 
-    sgam bench-replay --size smoke --seed 7
+    sgam bench-replay --size smoke --seed 7          # --no-graphiti leaves Graphiti out
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from sgam.bench import _git_state, _machine, _version, percentile
+from sgam.graph.errors import SgamError
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta, Op
 
 DAY = timedelta(days=1)
@@ -670,9 +675,11 @@ def evaluate(world: World, systems: dict[str, Callable[[Question], str]]) -> dic
 
 def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/results"),
         uri: str | None = None, auth: tuple[str, str] | None = None, dm: bool = True,
-        log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Generate, load SGAM (fresh tenants, deleted afterwards), build DM, ask, score, report."""
-    from sgam.api import MemoryGraph
+        graphiti: bool = True, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Generate, load SGAM (fresh tenants, deleted afterwards), build DM and (``graphiti``) the
+    Graphiti graph in the same database (its own groups, deleted afterwards), ask, score, report."""
+    from sgam.api import MemoryGraph, _connection
+    from sgam.settings import Settings
 
     log = log or (lambda m: print(m, file=sys.stderr))
     started_at = datetime.now(timezone.utc)
@@ -684,11 +691,31 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
     clock = SimClock(START)
     graph = MemoryGraph.connect(uri, auth, clock=clock)
     systems: dict[str, Callable[[Question], str]] = {}
+    gsession: Any = None
+    greplay: Any = None
+    graphiti_info: dict[str, Any] = {}
     try:
         load = load_sgam(graph, clock, world)
         log(f"SGAM loaded in {load['seconds']}s: {load['outcomes']}, rejected {load['rejected']}")
         clock.now = datetime.now(timezone.utc)
         systems["sgam"] = lambda q: answer_sgam(graph, q)
+        if graphiti:
+            try:
+                from sgam import bench_graphiti
+            except ImportError as exc:
+                raise SgamError(f"{exc}; or leave Graphiti out with --no-graphiti") from None
+            from sgam.queries.embeddings import default_embedder
+
+            settings = Settings()
+            g_uri, g_auth = _connection(uri, auth, settings)
+            gsession = bench_graphiti.GraphitiSession(g_uri, g_auth, default_embedder(),
+                                                      database=settings.neo4j_database)
+            greplay = bench_graphiti.GraphitiReplay(gsession)
+            graphiti_info = {"load": greplay.load(world), **bench_graphiti.RULES}
+            log(f"Graphiti loaded in {graphiti_info['load']['seconds']}s: "
+                f"{graphiti_info['load']['entity_edges']} edges, "
+                f"indexes {graphiti_info['load']['graphiti_indexes']}")
+            systems.update(greplay.systems())
         dm_info: dict[str, Any] = {}
         if dm:
             texts = [e.text for e in world.events]
@@ -711,11 +738,17 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
         evaluation = evaluate(world, systems)
     finally:
         remaining = {}
-        for tenant in world.tenants:
-            graph.delete_tenant(tenant)
-            remaining[tenant] = graph.store.read(
-                "MATCH (n {tenant_id: $t}) RETURN count(n) AS n", {"t": tenant})[0]["n"]
-        graph.close()
+        try:
+            if greplay is not None:
+                remaining.update(greplay.delete())
+        finally:
+            if gsession is not None:
+                gsession.close()
+            for tenant in world.tenants:
+                graph.delete_tenant(tenant)
+                remaining[tenant] = graph.store.read(
+                    "MATCH (n {tenant_id: $t}) RETURN count(n) AS n", {"t": tenant})[0]["n"]
+            graph.close()
     result = {
         "benchmark": "sgam.bench_replay", "format": 1,
         "started_at": started_at.isoformat(), "finished_at": datetime.now(timezone.utc).isoformat(),
@@ -723,18 +756,21 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
         "machine": _machine(),
         "versions": {"python": sys.version.split()[0], "sgam": _version("sgam"),
                      "rank_bm25": _version("rank-bm25"),
-                     "sentence_transformers": _version("sentence-transformers"), **_git_state()},
+                     "sentence_transformers": _version("sentence-transformers"),
+                     "graphiti_core": _version("graphiti-core"), **_git_state()},
         "dataset": {"episodes": len(world.events), "slots": len(world.slots),
                     "ops": dict(sorted(world.ops.items())),
                     "erased_subjects": sum(len(v) for v in world.erased.values()),
                     "questions": dict(Counter(q.qtype for q in world.questions)),
                     "abstain_reasons": dict(Counter(q.note for q in world.questions
                                                     if q.qtype == "abstain"))},
-        "sgam_load": load, "dm": dm_info, **evaluation,
+        "sgam_load": load, "dm": dm_info, "graphiti": graphiti_info, **evaluation,
+        "latency_ratios": {},
         "cleanup": {"remaining_nodes": remaining},
-        "not_covered": ["graphiti", "DM date-aware reader", "hybrid KG+MiniLM", "when_start/when_end",
+        "not_covered": ["DM date-aware reader", "hybrid KG+MiniLM", "when_start/when_end",
                         "count_changes", "retrieval-only metrics (recall@k)"],
     }
+    result["latency_ratios"] = latency_ratios(result)
     write_report(result, Path(out_dir), started_at)
     return result
 
@@ -769,7 +805,29 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {s} | {a['accuracy']:.1%} | {a['stale_rate']:.1%} | {cur:.1%} | "
                      f"{a['resurrection_rate']:.1%} | {a['leak_rate']:.1%} | {a['p50_ms']:.2f} | "
                      f"{a['p95_ms']:.2f} |")
+    ratios = latency_ratios(result)
+    if ratios:
+        lines += ["", "Answer latency, Graphiti's search over SGAM's exact read (same questions, "
+                  "same run; the machine may be shared):", "",
+                  "| system | p50 ratio | p95 ratio |", "|---|---:|---:|"]
+        for name, r in ratios.items():
+            lines.append(f"| {name} / sgam | {r['p50']:.1f}x | {r['p95']:.1f}x |")
     return "\n".join(lines) + "\n"
+
+
+def latency_ratios(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """p50/p95 latency of each Graphiti column divided by SGAM's, over all questions."""
+    metrics = result["metrics"]
+    if "sgam" not in metrics:
+        return {}
+    base = metrics["sgam"]["all"]
+    out = {}
+    for name in metrics:
+        if name.startswith("graphiti") and base["p50_ms"] and base["p95_ms"]:
+            a = metrics[name]["all"]
+            out[name] = {"p50": round(a["p50_ms"] / base["p50_ms"], 2),
+                         "p95": round(a["p95_ms"] / base["p95_ms"], 2)}
+    return out
 
 
 def write_report(result: dict[str, Any], out_dir: Path, started_at: datetime) -> None:

@@ -8,7 +8,7 @@
     sgam confirm -t T -s S -a A    confirm a pending candidate (sgam query candidates lists them)
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
     sgam demo                      the seed example, side by side with a naive text memory
-    sgam bench [scale|replay|locomo|baseline]   benchmarks (no subcommand: scale + replay)
+    sgam bench [scale|replay|locomo|baseline]   benchmarks: SGAM vs raw Cypher, text memory and Graphiti
     sgam ingest FILE... -t T       record episodes, process them now or queue them
     sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
 """
@@ -610,13 +610,16 @@ def bench_replay(
     size: str = typer.Option("smoke", help="smoke | small | large"),
     seed: int = typer.Option(7),
     out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
+    graphiti: bool = typer.Option(True, "--graphiti/--no-graphiti",
+                                  help="Include Graphiti (graphiti-core, extra 'graphiti')"),
 ) -> None:
-    """Deterministic replay benchmark: SGAM vs descriptive text memory (BM25, MiniLM), no LLM."""
+    """Deterministic replay benchmark: SGAM vs text memory (BM25, MiniLM) and Graphiti, no LLM."""
     from . import bench_replay as replay_module
 
     if size not in replay_module.SIZES:
         raise typer.BadParameter(f"--size must be one of {', '.join(replay_module.SIZES)}")
-    result = replay_module.run(size=size, seed=seed, out_dir=out_dir, log=err.print)
+    result = replay_module.run(size=size, seed=seed, out_dir=out_dir, graphiti=graphiti,
+                               log=err.print)
     console.print(replay_module.markdown(result), markup=False, highlight=False)
     console.print(f"results: {result['result_files']}", markup=False, highlight=False)
 

@@ -20,6 +20,7 @@ def test_generator_is_deterministic() -> None:
 
 def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
     pytest.importorskip("rank_bm25")
+    pytest.importorskip("graphiti_core")
     uri, auth = neo4j_connection
     result = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth)
 
@@ -35,11 +36,25 @@ def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: P
     dm_current_stale = [m["current"]["stale_rate"] for name, m in result["metrics"].items()
                         if name.startswith("dm-")]
     assert dm_current_stale and max(dm_current_stale) > 0
+    # Graphiti's two columns exist with numbers (no accuracy target: it is the baseline)
+    for name in ("graphiti", "graphiti-datefilter"):
+        column = result["metrics"][name]
+        for qtype in QTYPES:
+            assert column[qtype]["n"] == sgam[qtype]["n"], (name, qtype)
+            assert 0.0 <= column[qtype]["accuracy"] <= 1.0, (name, qtype)
+        assert column["all"]["p50_ms"] > 0 and column["all"]["p95_ms"] >= column["all"]["p50_ms"]
+        assert result["latency_ratios"][name]["p50"] > 0
+    assert result["graphiti"]["load"]["entity_edges"] > 0
+    assert result["graphiti"]["load"]["graphiti_indexes"]["fulltext"] == 4
+    # every tenant and every Graphiti group was deleted afterwards
+    assert set(result["cleanup"]["remaining_nodes"]) >= {f"graphiti-{t}" for t in
+                                                          result["params"]["tenants_written"]}
     assert all(n == 0 for n in result["cleanup"]["remaining_nodes"].values())
 
     files = result["result_files"]
     saved = json.loads(Path(files["json"]).read_text())
     assert saved["params"]["size"] == "smoke"
     assert "| current |" in Path(files["markdown"]).read_text()
+    assert "| graphiti-datefilter / sgam |" in Path(files["markdown"]).read_text()
     if files.get("png"):
         assert Path(files["png"]).stat().st_size > 0
