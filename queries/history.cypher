@@ -2,11 +2,17 @@
 // doc: Every stored version of a subject's facts, retired ones included, with supersession links.
 // param: tenant string  the tenant id
 // param: subject string  the entity id
-// param: attribute string?  one attribute, or null for every attribute
+// param: attribute string?  one attribute (or its other name during a migration's dual-read window), or null for every attribute
 // example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline'}
+WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT {
+       // a schema migration running, or in its dual-read window: old and new names answer alike
+       MATCH (m:SchemaMigration) WHERE m.status <> 'done' OR m.dual_read_until > datetime()
+       UNWIND m.aliases AS pair
+       WITH pair WHERE pair STARTS WITH $attribute + '>'
+       RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
-  AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND ($attribute IS NULL OR f.attribute = $attribute OR f.attribute IN aliases)
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.recorded_at AS recorded_at, f.expired_at AS expired_at,
        f.op AS op, f.source_episode_id AS episode, f.supersedes_memory_id AS supersedes,
