@@ -379,3 +379,55 @@ def test_shipped_example_migrates_the_demo_values() -> None:
     assert convert_value(steps["retype"], new, "Plus") == ["plus"]
     assert plan.aliases[:2] == ("email>email_address", "email_address>email")
     assert date(2027, 1, 1) == plan.dual_read_until.date()
+
+
+KILLED_RUN = """
+import json, os, sys, time
+from sgam import MemoryGraph
+from sgam.graph.schema import Schema
+
+def progress(step, done):
+    print(f"{step.kind} {done}", flush=True)
+    time.sleep(0.2)  # room for the kill to land between batches
+
+graph = MemoryGraph.connect(os.environ["MIG_URI"], (os.environ["MIG_USER"], os.environ["MIG_PASSWORD"]),
+                            schema=Schema.from_file(sys.argv[1]), bootstrap=False)
+graph.apply_schema(sys.argv[2], batch_size=1, on_progress=progress)
+print("finished", flush=True)
+"""
+
+
+def test_sigkill_midway_then_resume(connect, neo4j_connection, tenant: str, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    clock = lambda: utc(2026, 6, 1)  # noqa: E731
+    calm, killed = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
+    reference = connect(example(1, calm), clock=clock)
+    seed(reference, tenant + "-a", calm, customers=3)
+    reference.apply_schema(Schema.from_data(example(2, calm)))
+
+    graph = connect(example(1, killed), clock=clock)
+    seed(graph, tenant + "-b", killed, customers=3)
+    for version in (1, 2):
+        (tmp_path / f"v{version}.yaml").write_text(yaml.safe_dump(example(version, killed)), encoding="utf-8")
+    uri, (user, password) = neo4j_connection
+    with subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, str(tmp_path / "v1.yaml"), str(tmp_path / "v2.yaml")],
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "MIG_URI": uri, "MIG_USER": user, "MIG_PASSWORD": password},
+    ) as child:
+        assert child.stdout is not None
+        seen = [child.stdout.readline() for _ in range(4)]
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL and all(line.startswith("rename") for line in seen)
+    [state] = graph.store.read("MATCH (m:SchemaMigration {name: $n}) RETURN m.status AS status, "
+                               "m.batches AS batches", {"n": f"cs-{killed}"})
+    assert state["status"] == "running" and 4 <= state["batches"] < 20
+
+    resumed = graph.apply_schema(Schema.from_data(example(2, killed)), batch_size=3)
+    assert resumed.status == "resumed"
+    assert normalised(graph, tenant + "-b", killed) == normalised(reference, tenant + "-a", calm)
