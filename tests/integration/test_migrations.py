@@ -22,10 +22,11 @@ from sgam import MemoryGraph
 from sgam.cli import app
 from sgam.graph.errors import SchemaViolation
 from sgam.graph.evolution import derived_memory_id
-from sgam.graph.schema import Schema
+from sgam.graph.schema import Schema, quote_identifier
 
 KEEP = {"email", "address", "holds", "covered_by", "plan", "email_address", "street", "city"}
 runner = CliRunner()
+USED: set[str] = set()  # suffixes of this test, cleaned up after it
 
 
 def utc(*parts: int) -> datetime:
@@ -35,6 +36,7 @@ def utc(*parts: int) -> datetime:
 def example(which: int, suffix: str, **changes: Any) -> dict[str, Any]:
     """The shipped customer-support schema (v1 or v2) restricted to the migrated attributes, with
     ``suffix`` on every attribute name and relationship type so the test owns its facts."""
+    USED.add(suffix)
     name = "customer-support" + ("-v2" if which == 2 else "")
     data = yaml.safe_load((files("sgam.graph") / "schemas" / f"{name}.yaml").read_text("utf-8"))
     s = lambda attribute: f"{attribute}_{suffix}"  # noqa: E731
@@ -59,6 +61,24 @@ def example(which: int, suffix: str, **changes: Any) -> dict[str, Any]:
 @pytest.fixture
 def suffix() -> str:
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(autouse=True)
+def cleanup(shared_graph: MemoryGraph, tenant: str):
+    """Drop what a test made: its tenants, schema records, and the indexes of its suffixed types."""
+    USED.clear()
+    yield
+    store = shared_graph.store
+    for name in (tenant, f"{tenant}-a", f"{tenant}-b", f"{tenant}-x"):
+        store.delete_tenant(name)
+    for suffix in USED:
+        store.run_write("MATCH (n) WHERE (n:SchemaVersion OR n:SchemaMigration) AND n.name = $name "
+                        "OR n:Migration AND n.id ENDS WITH $tail DETACH DELETE n",
+                        {"name": f"cs-{suffix}", "tail": f"_{suffix.upper()}"})
+        for kind, listing in (("CONSTRAINT", "CONSTRAINTS"), ("INDEX", "INDEXES")):
+            for row in store.read(f"SHOW {listing} YIELD name WHERE name ENDS WITH $tail RETURN name",
+                                  {"tail": f"_{suffix}"}):
+                store.run_write(f"DROP {kind} {quote_identifier(row['name'])} IF EXISTS", {})
 
 
 @pytest.fixture
