@@ -2,15 +2,13 @@
 // doc: What was true at valid_at, as we believe now or (with known_at) as we believed at known_at.
 // param: tenant string  the tenant id
 // param: subject string  the entity id
-// param: attribute string?  one attribute (or its other name during a migration's dual-read window), or null for every attribute
+// param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
 // param: valid_at datetime  the instant the question is about (valid time)
 // param: known_at datetime?  what we believed at this instant (transaction time); null = now
 // example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null}
-WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT {
-       // a schema migration running, or in its dual-read window: old and new names answer alike
-       MATCH (m:SchemaMigration) WHERE m.status <> 'done' OR m.dual_read_until > datetime()
-       UNWIND m.aliases AS pair
-       WITH pair WHERE pair STARTS WITH $attribute + '>'
+WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
+       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
+       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
        RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL

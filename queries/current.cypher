@@ -2,13 +2,11 @@
 // doc: What is true now about a subject: facts valid now and still believed (confirmed only).
 // param: tenant string  the tenant id
 // param: subject string  the entity id, e.g. mira
-// param: attribute string?  one attribute (or its other name during a migration's dual-read window), or null for every attribute
+// param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
 // example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline'}
-WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT {
-       // a schema migration running, or in its dual-read window: old and new names answer alike
-       MATCH (m:SchemaMigration) WHERE m.status <> 'done' OR m.dual_read_until > datetime()
-       UNWIND m.aliases AS pair
-       WITH pair WHERE pair STARTS WITH $attribute + '>'
+WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
+       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
+       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
        RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL

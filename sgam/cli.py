@@ -146,6 +146,15 @@ def schema_show(schema: str = typer.Argument("default", help="A shipped schema n
     console.print(table)
     for name, spec in loaded.retention.items():
         console.print(f"retention {name}: " + (f"{spec.ttl_days} days" if spec.ttl_days else "permanent"))
+    for migration in loaded.migrations:
+        until = f", old names readable until {migration.dual_read_until.isoformat()}" if migration.dual_read_until else ""
+        console.print(f"migration from v{migration.from_version}{until}:")
+        for step in migration.steps:
+            target = getattr(step, "into", None) or (getattr(step, "to", None),)
+            how = getattr(step, "upcaster", None) or getattr(step, "splitter", None)
+            console.print(f"  {step.kind} {step.attribute}"
+                          + (f" -> {', '.join(t for t in target if t)}" if any(target) else "")
+                          + (f" ({how})" if how else ""), highlight=False)
 
 
 @schema_app.command("diff")

@@ -133,3 +133,15 @@ def test_transforms_convert_or_refuse() -> None:
     with pytest.raises(SchemaViolation, match="registered: .*iso_country"):
         upcaster("country")
     assert derived_memory_id("m-1", "a") == derived_memory_id("m-1", "a") != derived_memory_id("m-1", "b")
+
+
+def test_schema_show_lists_the_declared_migration() -> None:
+    from typer.testing import CliRunner
+
+    from sgam.cli import app
+
+    shown = CliRunner().invoke(app, ["schema", "show", "customer-support-v2"])
+    assert shown.exit_code == 0
+    assert "migration from v1, old names readable until 2027-01-01" in shown.output
+    assert "split address -> street, city (street_city)" in shown.output
+    assert "retype plan (lower)" in shown.output
