@@ -75,7 +75,7 @@ RETURN m.cursor AS cursor
 
 ADVANCE = """
 MATCH (m:SchemaMigration {id: $id})
-SET m.cursor = $step, m.batches = m.batches + 1, m.updated_at = $now,
+SET m.cursor = $step, m.after = $after, m.batches = m.batches + 1, m.updated_at = $now,
     m.counts = [i IN range(0, size(m.counts) - 1) | m.counts[i] + CASE WHEN i = $step THEN $n ELSE 0 END]
 """
 
@@ -116,10 +116,11 @@ FOREACH (_ IN CASE WHEN o:Value THEN [1] ELSE [] END |
 RETURN count(*) AS moved
 """
 
+# In memory-id order from the cursor (the type's memory_id index), so a long retype never rescans.
 READ_VALUES = """
 MATCH (s:Entity)-[f:%s]->(o:Value)
-WHERE f.attribute = $attribute AND f.memory_id IS NOT NULL AND NOT $marker IN coalesce(f.migrated_by, [])
-WITH s, f LIMIT $batch
+WHERE f.memory_id > $after AND f.attribute = $attribute AND NOT $marker IN coalesce(f.migrated_by, [])
+WITH s, f ORDER BY f.memory_id LIMIT $batch
 RETURN elementId(f) AS fid, elementId(s) AS sid, properties(f) AS props
 """
 
@@ -396,8 +397,11 @@ def _check_coverage(old: Schema, new: Schema, steps: list[PlannedStep], declared
 # -- batches (each one transaction, driven by Store.apply_schema) ------------------------------
 
 def move_batch(plan: MigrationPlan, index: int, step: PlannedStep, new: Schema, batch: int,
-               now: datetime) -> Generator[Statement, Records, int]:
-    """Move up to ``batch`` facts of a rename / rename_relation step and advance the cursor."""
+               now: datetime, after: str = "") -> Generator[Statement, Records, tuple[int, str]]:
+    """Move up to ``batch`` facts of a rename / rename_relation step and advance the cursor.
+
+    Moved facts leave the selection, so each batch starts from the beginning (``after`` unused).
+    """
     target = step.to[0]
     spec = new.attributes[target]
     query = RENAME_IN_PLACE if step.from_type == step.to_types[0] else MOVE
@@ -407,17 +411,18 @@ def move_batch(plan: MigrationPlan, index: int, step: PlannedStep, new: Schema, 
          "memory_type": spec.memory_type, "retention": spec.retention},
     )
     moved = result["moved"]
-    yield Statement(ADVANCE, {"id": plan.id, "step": index, "n": moved, "now": now})
-    return moved
+    yield Statement(ADVANCE, {"id": plan.id, "step": index, "n": moved, "now": now, "after": ""})
+    return moved, ""
 
 
 def convert_batch(plan: MigrationPlan, index: int, step: PlannedStep, new: Schema, batch: int,
-                  now: datetime) -> Generator[Statement, Records, int]:
-    """Convert up to ``batch`` facts of a split / retype step and advance the cursor."""
+                  now: datetime, after: str = "") -> Generator[Statement, Records, tuple[int, str]]:
+    """Convert up to ``batch`` facts of a split / retype step after memory id ``after``, and advance
+    the cursor; returns the count and the last memory id converted."""
     rows = yield Statement(READ_VALUES % quote_identifier(step.from_type),
-                           {"attribute": step.attribute, "marker": step.marker, "batch": batch})
+                           {"attribute": step.attribute, "marker": step.marker, "batch": batch, "after": after})
     if not rows:
-        return 0
+        return 0, after
     creates: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         # as Python values: instants go back with the +00:00 offset every stored instant uses
@@ -429,8 +434,9 @@ def convert_batch(plan: MigrationPlan, index: int, step: PlannedStep, new: Schem
     for rel_type, items in sorted(creates.items()):
         yield Statement(CREATE_FACTS % quote_identifier(rel_type), {"rows": items})
     yield Statement(DROP_ORPHAN_VALUES, {"values": deleted["values"]})
-    yield Statement(ADVANCE, {"id": plan.id, "step": index, "n": len(rows), "now": now})
-    return len(rows)
+    last = rows[-1]["props"]["memory_id"]
+    yield Statement(ADVANCE, {"id": plan.id, "step": index, "n": len(rows), "now": now, "after": last})
+    return len(rows), last
 
 
 def _converted(step: PlannedStep, new: Schema, value: Any) -> list[tuple[str, str, Any]]:

@@ -247,9 +247,10 @@ class Store(_Base):
         try:
             for index, (step, step_report) in enumerate(zip(plan.steps, report.steps)):
                 run = move_batch if step.kind in ("rename", "rename_relation") else convert_batch
-                step_report.facts = 0
+                step_report.facts, after = 0, ""
                 while True:
-                    done = self._write(lambda: run(plan, index, step, new, batch_size, self.clock()))
+                    done, after = self._write(
+                        lambda: run(plan, index, step, new, batch_size, self.clock(), after))
                     if done:
                         report.batches += 1
                         step_report.facts += done

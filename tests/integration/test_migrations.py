@@ -148,6 +148,8 @@ def test_rename_split_retype_and_relation_round_trip(connect, tenant: str, suffi
     assert counts == {("rename", a("email")): len(before_email), ("split", a("address")): len(before_address),
                       ("rename_relation", a("holds")): 1, ("retype", a("plan")): len(before_plan)}
     assert f"OWNS_{suffix.upper()}" in report.new_rel_types
+    constraints = {r["name"] for r in old.store.read("SHOW CONSTRAINTS YIELD name RETURN name", {})}
+    assert {f"sgam_fact_id_owns_{suffix}", f"sgam_fact_id_street_{suffix}"} <= constraints
     new = connect(example(2, suffix))
 
     # rename: every version moved (closed, corrected), ids, times and provenance kept
