@@ -78,6 +78,15 @@ INGEST = Migration(
     ),
 )
 
+# Schema evolution (graph/evolution.py): one record per applied schema migration.
+SCHEMA_MIGRATIONS = Migration(
+    "0005-schema-migrations",
+    (
+        "CREATE CONSTRAINT sgam_schema_migration_id IF NOT EXISTS "
+        "FOR (m:SchemaMigration) REQUIRE m.id IS UNIQUE",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -115,7 +124,8 @@ def fact_type_migration(rel_type: str) -> Migration:
 def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = sorted({schema.rel_type(name) for name in schema.attributes})
-    return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST]
+    return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
+            SCHEMA_MIGRATIONS]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

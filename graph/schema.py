@@ -10,7 +10,7 @@ import json
 import re
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -25,7 +25,7 @@ ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum"
 _LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}\Z")
 _REL_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
 _ATTRIBUTE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
-_RESERVED_LABELS = {"Entity", "Value", "Episode", "SchemaVersion", "Migration"}
+_RESERVED_LABELS = {"Entity", "Value", "Episode", "SchemaVersion", "Migration", "SchemaMigration"}
 _RESERVED_REL_TYPES = {"MENTIONS"}
 
 
@@ -135,8 +135,66 @@ class AttributeSpec(_Spec):
         return tuple(dict.fromkeys(f"user:{subject}" if r == SUBJECT_READER else r for r in self.readers))
 
 
+class RenameStep(_Spec):
+    """Rename attribute ``attribute`` (of the old version) to ``to`` (a new attribute of this one)."""
+
+    kind: Literal["rename"]
+    attribute: str
+    to: str
+
+
+class RenameRelationStep(_Spec):
+    """Move the facts of ``attribute`` to the relationship type ``to`` (its new ``rel_type``)."""
+
+    kind: Literal["rename_relation"]
+    attribute: str
+    to: str
+
+
+class RetypeStep(_Spec):
+    """Convert every stored value of ``attribute`` with a registered upcaster (``graph.transforms``)."""
+
+    kind: Literal["retype"]
+    attribute: str
+    upcaster: str
+
+
+class SplitStep(_Spec):
+    """Split each fact of ``attribute`` (old version) into two new attributes with a registered splitter."""
+
+    kind: Literal["split"]
+    attribute: str
+    into: tuple[str, str]
+    splitter: str
+
+
+MigrationStep = Annotated[RenameStep | RenameRelationStep | RetypeStep | SplitStep,
+                          Field(discriminator="kind")]
+
+
+class SchemaMigrationSpec(_Spec):
+    """How stored facts move from version ``from_version`` to the version that declares this.
+
+    Until ``dual_read_until`` a read by an old attribute name also answers from the new one (and
+    the other way round), so agents built against the old version keep working.
+    """
+
+    from_version: int = Field(ge=1)
+    dual_read_until: datetime | None = None
+    steps: tuple[MigrationStep, ...] = Field(min_length=1)
+
+    @field_validator("dual_read_until")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else require_aware(value, "dual_read_until")
+
+
 class Schema(_Spec):
-    """A versioned schema. ``attributes`` maps attribute names to their specs."""
+    """A versioned schema. ``attributes`` maps attribute names to their specs.
+
+    ``migrations`` declare how facts stored under an earlier version move to this one
+    (``sgam schema apply``; see ``graph.evolution``).
+    """
 
     name: str = "default"
     version: int = Field(default=1, ge=1)
@@ -145,6 +203,7 @@ class Schema(_Spec):
     retention: dict[str, RetentionClass] = Field(
         default_factory=lambda: {"permanent": RetentionClass()}
     )
+    migrations: tuple[SchemaMigrationSpec, ...] = ()
 
     @field_validator("entity_types")
     @classmethod
@@ -187,7 +246,19 @@ class Schema(_Spec):
                 raise ValueError(
                     f"attribute {name!r} uses retention {spec.retention!r}; known: {sorted(self.retention)}"
                 )
+        seen: set[int] = set()
+        for migration in self.migrations:
+            if migration.from_version >= self.version or migration.from_version in seen:
+                raise ValueError(
+                    f"migration from_version {migration.from_version} must be below version "
+                    f"{self.version} and declared once"
+                )
+            seen.add(migration.from_version)
         return self
+
+    def migration_from(self, version: int) -> SchemaMigrationSpec | None:
+        """The declared migration from stored version ``version``, if any."""
+        return next((m for m in self.migrations if m.from_version == version), None)
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -367,7 +438,7 @@ def _as_datetime(spec: AttributeSpec, attribute: str, raw: Any) -> datetime:
         raise InvalidDelta(str(exc)) from None
 
 
-SHIPPED = ("default", "personal-assistant", "customer-support")
+SHIPPED = ("default", "personal-assistant", "customer-support", "customer-support-v3")
 
 
 def load_schema(name_or_path: str | Path) -> Schema:

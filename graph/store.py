@@ -17,6 +17,23 @@ from neo4j import exceptions as neo4j_errors
 
 from .bulk import CREATE_MENTIONS, DEFAULT_CHUNK, ENTITY_IDS, EPISODE_IDS, OCCUPIED, UNDO, missing_error, occupied_error, plan_import
 from .episodes import Recorded, record_steps
+from .evolution import (
+    DEFAULT_BATCH as MIGRATION_BATCH,
+    FAIL,
+    FINISH,
+    GET_MIGRATION,
+    LATEST_SCHEMA,
+    START_MIGRATION,
+    MigrationPlan,
+    MigrationReport,
+    StepReport,
+    check_values,
+    convert_batch,
+    count_statement,
+    move_batch,
+    plan_migration,
+    values_statement,
+)
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
 from .forget import ForgetReport, forget_steps
 from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purge_batch
@@ -150,17 +167,33 @@ class Store(_Base):
         with translated(self.uri), self.driver.session(database=self.database) as session:
             return session.run("EXPLAIN " + query).consume().plan
 
+    def _ddl(self, session: Any, schema: Schema) -> list[str]:
+        applied = {r["id"] for r in session.run(APPLIED)}
+        done = []
+        for migration in pending(applied, schema):
+            for statement in migration.statements:
+                session.run(statement).consume()
+            session.run(RECORD, id=migration.id, statements=list(migration.statements)).consume()
+            done.append(migration.id)
+        session.run(AWAIT_INDEXES, timeout=INDEX_TIMEOUT_S).consume()
+        return done
+
     def bootstrap(self) -> list[str]:
-        """Apply the schema's pending migrations, record them, and wait for indexes to be online."""
+        """Apply the schema's pending migrations, record them, and wait for indexes to be online.
+
+        A schema that declares a migration from the stored version is refused here: its facts
+        must move first (``sgam schema apply``).
+        """
         with translated(self.uri), self.driver.session(database=self.database) as session:
-            applied = {r["id"] for r in session.run(APPLIED)}
-            done = []
-            for migration in pending(applied, self.schema):
-                for statement in migration.statements:
-                    session.run(statement).consume()
-                session.run(RECORD, id=migration.id, statements=list(migration.statements)).consume()
-                done.append(migration.id)
-            session.run(AWAIT_INDEXES, timeout=INDEX_TIMEOUT_S).consume()
+            latest = session.run(LATEST_SCHEMA, name=self.schema.name).single()
+            if latest is not None and latest["version"] < self.schema.version \
+                    and self.schema.migration_from(latest["version"]) is not None:
+                raise SchemaViolation(
+                    f"schema {self.schema.name!r} v{self.schema.version} declares a migration from the "
+                    f"stored v{latest['version']}, which has not been applied: run `sgam schema apply "
+                    "FILE` (or MemoryGraph.apply_schema) first"
+                )
+            done = self._ddl(session, self.schema)
             stored = session.run(RECORD_SCHEMA, name=self.schema.name, version=self.schema.version,
                                  definition=self.schema.definition()).single()["stored"]
             if not self.schema.same_definition(stored):
@@ -169,6 +202,85 @@ class Store(_Base):
                     "different definition: give the changed schema a new version"
                 )
             return done
+
+    def apply_schema(self, new: Schema, *, dry_run: bool = False, batch_size: int = MIGRATION_BATCH,
+                     on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:
+        """Apply schema version ``new`` with its declared migration, in bounded batches (see ``evolution``).
+
+        Every check (version, coverage, functions, every stored value) runs before anything is
+        written. ``on_progress(step, done)`` is called after each committed batch. Re-applying an
+        applied version is a no-op; a run that stopped midway resumes.
+        """
+        if batch_size < 1:
+            raise SchemaViolation(f"batch_size must be at least 1, not {batch_size}")
+        latest = self.read(LATEST_SCHEMA, {"name": new.name})
+        old = Schema.model_validate_json(latest[0]["definition"]) if latest else None
+        plan = plan_migration(old, new)
+        report = MigrationReport(plan.id, plan.name, plan.from_version, plan.to_version,
+                                 "dry-run" if dry_run else "applied",
+                                 [StepReport(s.kind, s.attribute, s.to, s.function) for s in plan.steps],
+                                 plan.new_rel_types, plan.aliases, plan.dual_read_until)
+        if plan.unchanged:
+            report.status = "unchanged"
+            return report
+        for step, step_report in zip(plan.steps, report.steps):
+            for source in step.sources:
+                statement = count_statement(step, source)
+                step_report.facts += self.read(statement.query, statement.params)[0]["facts"]
+                if step.kind in ("retype", "split"):
+                    statement = values_statement(step, source)
+                    check_values(step, new, [r["value"] for r in self.read(statement.query, statement.params)])
+        if dry_run:
+            return report
+        with translated(self.uri), self.driver.session(database=self.database) as session:
+            self._ddl(session, new)
+        if not plan.steps:
+            self._finish(plan, new)
+            report.status = "recorded"
+            return report
+        prior = self.read(GET_MIGRATION, {"id": plan.id})
+        if prior:
+            report.status = "resumed"
+        self._run_migration(plan, new, report, batch_size, on_progress)
+        return report
+
+    def _run_migration(self, plan: MigrationPlan, new: Schema, report: MigrationReport, batch_size: int,
+                       on_progress: Callable[[StepReport, int], None] | None) -> None:
+        self.run_write(START_MIGRATION, {
+            "id": plan.id, "name": plan.name, "from_version": plan.from_version,
+            "to_version": plan.to_version, "steps": [s.label for s in plan.steps],
+            "zeros": [0] * len(plan.steps), "aliases": list(plan.aliases),
+            "dual_read_until": plan.dual_read_until, "now": self.clock()})
+        try:
+            for index, (step, step_report) in enumerate(zip(plan.steps, report.steps)):
+                run = move_batch if step.kind in ("rename", "rename_relation") else convert_batch
+                step_report.facts, after = 0, ""
+                while True:
+                    done, after = self._write(
+                        lambda: run(plan, index, step, new, batch_size, self.clock(), after))
+                    if done:
+                        report.batches += 1
+                        step_report.facts += done
+                        if on_progress is not None:
+                            on_progress(step_report, step_report.facts)
+                    if done < batch_size:
+                        break
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                self.run_write(FAIL, {"id": plan.id, "error": f"{type(exc).__name__}: {exc}",
+                                      "now": self.clock()})
+            raise
+        self._finish(plan, new)
+
+    def _finish(self, plan: MigrationPlan, new: Schema) -> None:
+        if plan.steps:
+            self.run_write(FINISH, {"id": plan.id, "steps": len(plan.steps), "name": new.name,
+                                    "version": new.version, "definition": new.definition(),
+                                    "now": self.clock()})
+        else:
+            self.run_write(RECORD_SCHEMA, {"name": new.name, "version": new.version,
+                                           "definition": new.definition()})
+        self.schema = new
 
     def delete_tenant(self, tenant: str) -> None:
         """Remove every node and fact of ``tenant`` (used by the demo reset, tests and benchmarks)."""

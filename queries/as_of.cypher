@@ -2,15 +2,19 @@
 // doc: What was true at valid_at, as we believe now or (with known_at) as we believed at known_at.
 // param: tenant string  the tenant id
 // param: subject string  the entity id
-// param: attribute string?  one attribute, or null for every attribute
+// param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
 // param: valid_at datetime  the instant the question is about (valid time)
 // param: known_at datetime?  what we believed at this instant (transaction time); null = now
 // param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
 // example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null, statuses: null, principal: null}
+WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
+       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
+       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
+       RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
-  AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND ($attribute IS NULL OR f.attribute = $attribute OR f.attribute IN aliases)
   AND f.status IN coalesce($statuses, ['confirmed'])
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= $valid_at

@@ -2,13 +2,17 @@
 // doc: What is true now about a subject: facts valid now and still believed (confirmed only, unless statuses asks for candidates too).
 // param: tenant string  the tenant id
 // param: subject string  the entity id, e.g. mira
-// param: attribute string?  one attribute, or null for every attribute
+// param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
 // param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
 // example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', statuses: null, principal: null}
+WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
+       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
+       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
+       RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
-  AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND ($attribute IS NULL OR f.attribute = $attribute OR f.attribute IN aliases)
   AND f.expired_at IS NULL
   AND f.status IN coalesce($statuses, ['confirmed'])
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)

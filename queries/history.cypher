@@ -2,12 +2,16 @@
 // doc: Every stored version of a subject's facts, retired ones included, with supersession links.
 // param: tenant string  the tenant id
 // param: subject string  the entity id
-// param: attribute string?  one attribute, or null for every attribute
+// param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
 // example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', principal: null}
+WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
+       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
+       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
+       RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
-  AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND ($attribute IS NULL OR f.attribute = $attribute OR f.attribute IN aliases)
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.recorded_at AS recorded_at, f.expired_at AS expired_at,

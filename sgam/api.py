@@ -19,12 +19,13 @@ from pydantic import BaseModel, ValidationError
 
 from sgam.graph.bulk import DEFAULT_CHUNK
 from sgam.graph.errors import InvalidDelta
+from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.forget import ForgetReport
 from sgam.graph.retention import PurgeReport
 from sgam.graph.models import (
     Cardinality, Episode, Fact, MemoryDelta, Op, check_principal, check_tenant, require_aware, utcnow,
 )
-from sgam.graph.schema import Schema, default_schema
+from sgam.graph.schema import Schema, default_schema, load_schema
 from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
@@ -244,7 +245,11 @@ class MemoryGraph(_Queries):
         store = Store.connect(uri, auth, schema or default_schema(),
                               database or settings.neo4j_database, clock)
         if bootstrap:
-            store.bootstrap()
+            try:
+                store.bootstrap()
+            except BaseException:
+                store.close()
+                raise
         return cls(store)
 
     def close(self) -> None:
@@ -277,6 +282,16 @@ class MemoryGraph(_Queries):
         class says goes with them (orphaned value nodes, uncited episodes); records a PurgeRun."""
         at = require_aware_arg(now, "now") if now is not None else self.clock()
         return self.store.purge(self._tenant(tenant), at, on_progress)
+
+    def apply_schema(self, schema: Schema | str | Path, *, dry_run: bool = False, batch_size: int = 1000,
+                     on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:
+        """Apply a new schema version (a :class:`Schema`, a shipped name or a YAML/JSON file) with its
+        declared migration, over every tenant: rename, rename_relation, split, retype; history
+        included. ``dry_run`` counts and checks without writing. See :mod:`sgam.graph.evolution`."""
+        new = schema if isinstance(schema, Schema) else load_schema(schema)
+        report = self.store.apply_schema(new, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress)
+        self.schema = self.store.schema
+        return report
 
     def residue(self, tenant: str, subject: str) -> list[dict[str, Any]]:
         """What is left of ``subject`` in ``tenant`` over every label and relationship type."""

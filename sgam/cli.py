@@ -40,7 +40,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 neo4j_app = typer.Typer(no_args_is_help=True, help="Run the local Neo4j server (no Docker needed).")
 app.add_typer(neo4j_app, name="neo4j")
 browser_app = typer.Typer(no_args_is_help=True, help="Neo4j Browser: style, favourites and guide.")
-schema_app = typer.Typer(no_args_is_help=True, help="Schemas: show one, compare two.")
+schema_app = typer.Typer(no_args_is_help=True, help="Schemas: show one, compare two, apply a new version.")
 app.add_typer(schema_app, name="schema")
 app.add_typer(browser_app, name="browser")
 
@@ -148,6 +148,15 @@ def schema_show(schema: str = typer.Argument("default", help="A shipped schema n
     console.print(table)
     for name, spec in loaded.retention.items():
         console.print(f"retention {name}: " + (f"{spec.ttl_days} days" if spec.ttl_days else "permanent"))
+    for migration in loaded.migrations:
+        until = f", old names readable until {migration.dual_read_until.isoformat()}" if migration.dual_read_until else ""
+        console.print(f"migration from v{migration.from_version}{until}:")
+        for step in migration.steps:
+            target = getattr(step, "into", None) or (getattr(step, "to", None),)
+            how = getattr(step, "upcaster", None) or getattr(step, "splitter", None)
+            console.print(f"  {step.kind} {step.attribute}"
+                          + (f" -> {', '.join(t for t in target if t)}" if any(target) else "")
+                          + (f" ({how})" if how else ""), highlight=False)
 
 
 @schema_app.command("diff")
@@ -169,6 +178,46 @@ def schema_diff(old: str = typer.Argument(...), new: str = typer.Argument(...)) 
     console.print(table)
     if any(change.breaking for change in changes):
         raise typer.Exit(1)
+
+
+@schema_app.command("apply")
+@friendly
+def schema_apply(
+    file: str = typer.Argument(..., help="The new schema version (YAML/JSON, or a shipped name)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count and check what would change; write nothing"),
+    batch_size: int = typer.Option(1000, "--batch-size", min=1, help="Facts per transaction"),
+) -> None:
+    """Apply a new schema version with its declared migrations (every tenant, history included)."""
+    from sgam.graph.schema import load_schema
+
+    new = load_schema(file)
+    with MemoryGraph.connect(schema=new, bootstrap=False) as graph, Progress(
+        TextColumn("{task.description}"), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True,
+    ) as progress:
+        task = progress.add_task("migrating", total=None)
+        report = graph.apply_schema(new, dry_run=dry_run, batch_size=batch_size, on_progress=lambda step, done:
+                                    progress.update(task, description=f"{step.kind} {step.attribute}",
+                                                    completed=done))
+    source = "nothing stored" if report.from_version is None else f"v{report.from_version}"
+    if report.status == "unchanged":
+        console.print(f"{report.name} v{report.to_version} is already applied: nothing to do")
+        return
+    table = Table(title=f"{report.name}: {source} -> v{report.to_version}"
+                  + (" (dry run: nothing written)" if dry_run else ""), title_justify="left")
+    for column in ("step", "attribute", "to", "function", "facts"):
+        table.add_column(column)
+    for step in report.steps:
+        table.add_row(step.kind, step.attribute, ", ".join(step.to), step.function or "", str(step.facts))
+    if report.steps:
+        console.print(table)
+    if report.new_rel_types:
+        console.print(f"indexes for new relationship types: {', '.join(report.new_rel_types)}")
+    if report.dual_read_until:
+        console.print(f"old names stay readable until {report.dual_read_until.isoformat()}")
+    verb = "would move" if dry_run else "moved"
+    console.print(f"{report.status}: {verb} {report.facts} facts in {len(report.steps)} steps"
+                  + ("" if dry_run else f", {report.batches} batches"))
 
 
 @browser_app.command("help")

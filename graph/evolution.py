@@ -1,0 +1,511 @@
+"""Schema evolution: apply a new schema version with its declared migrations (``sgam schema apply``).
+
+:func:`plan_migration` is pure: it checks a new schema against the stored one and returns the
+steps, in this order whatever the file's order: renames, relation-type renames, splits, retypes.
+It refuses (``SchemaViolation``, nothing applied) a version not above the stored one, a breaking
+change (``schema_diff``) that no step covers, a step naming an unknown attribute, and an unknown
+upcaster or splitter. The statements and batch generators below are run by ``Store.apply_schema``.
+
+What moves, and how (every tenant; ``tenant_id`` and every other property is kept):
+
+* **rename** ``a -> b``: each fact of ``a`` is recreated under ``b``'s relationship type (Neo4j
+  cannot retype a relationship) with all its properties, ``attribute = b``, and deleted; its value
+  node's ``attribute``/``key`` follow (its embedding is cleared for the next backfill).
+* **rename_relation**: the same move, the attribute keeps its name and gets its new type.
+* **split** ``a -> (b, c)``: each fact of ``a`` becomes one fact of ``b`` and one of ``c`` (a part the
+  splitter leaves empty is not written) with the same times and provenance; their memory ids are
+  derived from the old one (``derived_memory_id``), so supersession chains stay linked.
+* **retype** ``a``: each value goes through the upcaster and the new schema's checks; the fact
+  moves to the new value node and keeps its memory id.
+
+History moves too (closed, expired and candidate rows alike): valid and transaction times are
+copied, so ``as_of`` before the migration answers under the new names and ``known_at`` stays exact.
+A migrated fact keeps the ``schema_version`` it was written under and gains
+``migrated_by: ["<schema>@<from>-><to>/<kind>:<attribute>", ...]``; it takes the new attribute's
+``memory_type`` and ``retention_policy``. Replaying a pre-migration episode with the new names
+re-confirms the migrated fact (its stored delta keys name the old attribute).
+
+The run is recorded as ``(:SchemaMigration {id, name, from_version, to_version, status, cursor,
+counts, batches, aliases, dual_read_until, started_at, finished_at})``. Each batch is one
+transaction that also advances the cursor, and each step selects only facts it has not moved yet,
+so a crashed run resumes where it stopped and applying twice is a no-op. While the migration runs,
+and until ``dual_read_until``, the named reads ``current``, ``as-of`` and ``history`` also answer
+for the old name from the new one and the other way round (``aliases``), so no reader misses a
+fact mid-migration and agents built against the old version keep reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import Any
+
+from .errors import SchemaViolation
+from .schema import RenameRelationStep, RenameStep, RetypeStep, Schema, SplitStep, quote_identifier
+from .schema_diff import diff
+from .transforms import splitter, upcaster
+from .writes import Records, Statement, native
+
+DEFAULT_BATCH = 1000
+KINDS = "rename, rename_relation, retype, split"
+_ORDER = {"rename": 0, "rename_relation": 1, "split": 2, "retype": 3}
+
+LATEST_SCHEMA = """
+MATCH (s:SchemaVersion {name: $name})
+RETURN s.version AS version, s.definition AS definition
+ORDER BY s.version DESC LIMIT 1
+"""
+
+GET_MIGRATION = """
+MATCH (m:SchemaMigration {id: $id})
+RETURN m.status AS status, m.cursor AS cursor, m.counts AS counts, m.batches AS batches
+"""
+
+START_MIGRATION = """
+MERGE (m:SchemaMigration {id: $id})
+  ON CREATE SET m.name = $name, m.from_version = $from_version, m.to_version = $to_version,
+                m.steps = $steps, m.counts = $zeros, m.cursor = 0, m.batches = 0,
+                m.started_at = $now
+  ON MATCH SET m.resumed_at = $now
+SET m.status = 'running', m.aliases = $aliases, m.dual_read_until = $dual_read_until, m.error = null
+RETURN m.cursor AS cursor
+"""
+
+ADVANCE = """
+MATCH (m:SchemaMigration {id: $id})
+SET m.cursor = $step, m.after = $after, m.batches = m.batches + 1, m.updated_at = $now,
+    m.counts = [i IN range(0, size(m.counts) - 1) | m.counts[i] + CASE WHEN i = $step THEN $n ELSE 0 END]
+"""
+
+FINISH = """
+MATCH (m:SchemaMigration {id: $id})
+SET m.status = 'done', m.finished_at = $now, m.cursor = $steps
+WITH m
+MERGE (s:SchemaVersion {name: $name, version: $version})
+  ON CREATE SET s.definition = $definition, s.applied_at = $now
+"""
+
+FAIL = "MATCH (m:SchemaMigration {id: $id}) SET m.status = 'failed', m.error = $error, m.failed_at = $now"
+
+# A fact moves to another relationship type: recreate it with every property, then delete it.
+MOVE = """
+MATCH (s:Entity)-[f:%(from)s]->(o)
+WHERE f.attribute = $attribute AND f.memory_id IS NOT NULL
+WITH s, f, o LIMIT $batch
+CREATE (s)-[g:%(to)s]->(o)
+SET g = properties(f)
+SET g.attribute = $to, g.memory_type = $memory_type, g.retention_policy = $retention,
+    g.migrated_by = coalesce(f.migrated_by, []) + $marker
+FOREACH (_ IN CASE WHEN o:Value THEN [1] ELSE [] END |
+  SET o.attribute = $to, o.key = s.id + '|' + $to + '|' + f.value_key, o.embedding = null)
+DELETE f
+RETURN count(*) AS moved
+"""
+
+# Same relationship type (an explicit ``rel_type`` kept across a rename): rename in place.
+RENAME_IN_PLACE = """
+MATCH (s:Entity)-[f:%(from)s]->(o)
+WHERE f.attribute = $attribute AND f.memory_id IS NOT NULL
+WITH s, f, o LIMIT $batch
+SET f.attribute = $to, f.memory_type = $memory_type, f.retention_policy = $retention,
+    f.migrated_by = coalesce(f.migrated_by, []) + $marker
+FOREACH (_ IN CASE WHEN o:Value THEN [1] ELSE [] END |
+  SET o.attribute = $to, o.key = s.id + '|' + $to + '|' + f.value_key, o.embedding = null)
+RETURN count(*) AS moved
+"""
+
+# In memory-id order from the cursor (the type's memory_id index), so a long retype never rescans.
+READ_VALUES = """
+MATCH (s:Entity)-[f:%s]->(o:Value)
+WHERE f.memory_id > $after AND f.attribute = $attribute AND NOT $marker IN coalesce(f.migrated_by, [])
+WITH s, f ORDER BY f.memory_id LIMIT $batch
+RETURN elementId(f) AS fid, elementId(s) AS sid, properties(f) AS props
+"""
+
+DELETE_FACTS = """
+UNWIND $fids AS fid
+MATCH ()-[f]->(o:Value) WHERE elementId(f) = fid
+DELETE f
+RETURN collect(DISTINCT elementId(o)) AS values
+"""
+
+CREATE_FACTS = """
+UNWIND $rows AS r
+MATCH (s:Entity) WHERE elementId(s) = r.sid
+MERGE (v:Value {tenant_id: r.props.tenant_id, key: r.node_key})
+  ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
+                v.attribute = r.props.attribute, v.name = r.caption
+CREATE (s)-[g:%s]->(v)
+SET g = r.props
+"""
+
+DROP_ORPHAN_VALUES = """
+UNWIND $values AS id
+MATCH (v:Value) WHERE elementId(v) = id AND NOT EXISTS { ()-->(v) }
+DETACH DELETE v
+"""
+
+COUNT = """
+MATCH ()-[f:%s]->()
+WHERE f.attribute = $attribute AND f.memory_id IS NOT NULL AND NOT $marker IN coalesce(f.migrated_by, [])
+RETURN count(f) AS facts
+"""
+
+DISTINCT_VALUES = """
+MATCH ()-[f:%s]->(:Value)
+WHERE f.attribute = $attribute AND f.memory_id IS NOT NULL AND NOT $marker IN coalesce(f.migrated_by, [])
+RETURN DISTINCT f.value AS value
+"""
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One step, resolved against both versions.
+
+    ``sources`` are the (attribute, relationship type) pairs whose facts the step will convert when
+    it runs (earlier renames may still have to move them there), used for counts and value checks.
+    """
+
+    kind: str
+    attribute: str
+    from_type: str
+    to: tuple[str, ...]
+    to_types: tuple[str, ...]
+    function: str | None
+    marker: str
+    sources: tuple[tuple[str, str], ...]
+
+    @property
+    def label(self) -> str:
+        target = ", ".join(self.to)
+        how = f" ({self.function})" if self.function else ""
+        return f"{self.kind} {self.attribute} -> {target}{how}"
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    """What applying ``new`` over the stored version does (no steps: record the version only)."""
+
+    name: str
+    from_version: int | None
+    to_version: int
+    steps: tuple[PlannedStep, ...]
+    aliases: tuple[str, ...]
+    dual_read_until: datetime | None
+    new_rel_types: tuple[str, ...]
+    unchanged: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}@{self.from_version}->{self.to_version}"
+
+
+@dataclass
+class StepReport:
+    """Facts a step converted (or, in a dry run, would convert)."""
+
+    kind: str
+    attribute: str
+    to: tuple[str, ...]
+    function: str | None
+    facts: int = 0
+
+
+@dataclass
+class MigrationReport:
+    """The outcome of ``apply_schema``: ``status`` is one of ``applied``, ``resumed``, ``recorded``
+    (a compatible version, nothing to move), ``unchanged`` (already applied) or ``dry-run``."""
+
+    id: str
+    name: str
+    from_version: int | None
+    to_version: int
+    status: str
+    steps: list[StepReport] = field(default_factory=list)
+    new_rel_types: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    dual_read_until: datetime | None = None
+    batches: int = 0
+
+    @property
+    def facts(self) -> int:
+        return sum(step.facts for step in self.steps)
+
+
+def plan_migration(old: Schema | None, new: Schema) -> MigrationPlan:
+    """Check ``new`` against the stored ``old`` and resolve its migration steps (pure)."""
+    if old is None:
+        return MigrationPlan(new.name, None, new.version, (), (), None, (), unchanged=False)
+    if new.version < old.version or (new.version == old.version and not new.same_definition(old.definition())):
+        raise SchemaViolation(
+            f"schema {new.name!r} v{new.version} is not newer than the stored v{old.version}: give the "
+            f"changed schema a version above {old.version}"
+        )
+    old_types = {old.rel_type(a) for a in old.attributes}
+    new_types = tuple(sorted({new.rel_type(a) for a in new.attributes} - old_types))
+    if new.version == old.version:
+        return MigrationPlan(new.name, old.version, new.version, (), (), None, (), unchanged=True)
+    declared = new.migration_from(old.version)
+    steps = _resolve(old, new, declared.steps if declared else ())
+    _check_coverage(old, new, steps, declared is not None)
+    aliases: list[str] = []
+    for step in steps:
+        if step.kind in ("rename", "split"):
+            for target in step.to:
+                aliases += [f"{step.attribute}>{target}", f"{target}>{step.attribute}"]
+    return MigrationPlan(new.name, old.version, new.version, tuple(steps), tuple(aliases),
+                         declared.dual_read_until if declared else None, new_types)
+
+
+def _resolve(old: Schema, new: Schema, declared: tuple[Any, ...]) -> list[PlannedStep]:
+    marker_base = f"{new.name}@{old.version}->{new.version}"
+    renamed: dict[str, str] = {}      # new name -> old name
+    moved: set[str] = set()           # old names renamed or split away
+    steps: list[PlannedStep] = []
+
+    def old_attribute(name: str, step: str) -> None:
+        if name not in old.attributes:
+            raise SchemaViolation(
+                f"migration step {step}: attribute {name!r} is not in the stored v{old.version}; it knows: "
+                f"{', '.join(sorted(old.attributes))}"
+            )
+        if name in moved:
+            raise SchemaViolation(f"migration step {step}: attribute {name!r} is renamed or split twice")
+
+    def new_attribute(name: str, step: str, fresh: bool) -> None:
+        if name not in new.attributes:
+            raise SchemaViolation(
+                f"migration step {step}: attribute {name!r} is not in v{new.version}; it knows: "
+                f"{', '.join(sorted(new.attributes))}"
+            )
+        if fresh and name in old.attributes:
+            raise SchemaViolation(
+                f"migration step {step}: {name!r} already exists in v{old.version}; a rename or split "
+                "must target an attribute new in this version"
+            )
+
+    for spec in sorted(declared, key=lambda s: _ORDER[s.kind]):
+        marker = f"{marker_base}/{spec.kind}:{spec.attribute}"
+        where = f"{spec.kind} {spec.attribute!r}"
+        if isinstance(spec, RenameStep):
+            old_attribute(spec.attribute, where)
+            new_attribute(spec.to, where, fresh=True)
+            if spec.attribute in new.attributes:
+                raise SchemaViolation(
+                    f"migration step {where}: v{new.version} still has {spec.attribute!r}; remove it "
+                    "from the new version or do not rename it"
+                )
+            if (old.attributes[spec.attribute].value_type == "entity") != (new.attributes[spec.to].value_type == "entity"):
+                raise SchemaViolation(
+                    f"migration step {where}: cannot rename between a relation and a value attribute"
+                )
+            renamed[spec.to] = spec.attribute
+            moved.add(spec.attribute)
+            steps.append(PlannedStep("rename", spec.attribute, old.rel_type(spec.attribute), (spec.to,),
+                                     (new.rel_type(spec.to),), None, marker,
+                                     ((spec.attribute, old.rel_type(spec.attribute)),)))
+        elif isinstance(spec, RenameRelationStep):
+            old_attribute(spec.attribute, where)
+            new_attribute(spec.attribute, where, fresh=False)
+            if new.rel_type(spec.attribute) != spec.to:
+                raise SchemaViolation(
+                    f"migration step {where}: v{new.version} stores {spec.attribute!r} as "
+                    f"{new.rel_type(spec.attribute)}, not {spec.to}; set its rel_type to {spec.to}"
+                )
+            if old.rel_type(spec.attribute) == spec.to:
+                raise SchemaViolation(f"migration step {where}: {spec.attribute!r} is already stored as {spec.to}")
+            steps.append(PlannedStep("rename_relation", spec.attribute, old.rel_type(spec.attribute),
+                                     (spec.attribute,), (spec.to,), None, marker,
+                                     ((spec.attribute, old.rel_type(spec.attribute)),)))
+        elif isinstance(spec, SplitStep):
+            splitter(spec.splitter)
+            old_attribute(spec.attribute, where)
+            if spec.attribute in new.attributes:
+                raise SchemaViolation(f"migration step {where}: v{new.version} still has {spec.attribute!r}")
+            if spec.into[0] == spec.into[1]:
+                raise SchemaViolation(f"migration step {where}: 'into' names {spec.into[0]!r} twice")
+            for target in (spec.attribute, *spec.into):
+                schema = old if target == spec.attribute else new
+                if target != spec.attribute:
+                    new_attribute(target, where, fresh=True)
+                if schema.attributes[target].value_type == "entity":
+                    raise SchemaViolation(f"migration step {where}: {target!r} is a relation; only values split")
+            moved.add(spec.attribute)
+            steps.append(PlannedStep("split", spec.attribute, old.rel_type(spec.attribute), spec.into,
+                                     tuple(new.rel_type(t) for t in spec.into), spec.splitter, marker,
+                                     ((spec.attribute, old.rel_type(spec.attribute)),)))
+        elif isinstance(spec, RetypeStep):
+            upcaster(spec.upcaster)
+            new_attribute(spec.attribute, where, fresh=False)
+            origin = renamed.get(spec.attribute, spec.attribute)
+            if origin not in old.attributes:
+                raise SchemaViolation(
+                    f"migration step {where}: {spec.attribute!r} has no stored facts to retype (it is "
+                    f"not in v{old.version} nor the target of a rename)"
+                )
+            if new.attributes[spec.attribute].value_type == "entity":
+                raise SchemaViolation(f"migration step {where}: {spec.attribute!r} is a relation; only values retype")
+            now_type = new.rel_type(spec.attribute)
+            sources = {(spec.attribute, now_type), (origin, old.rel_type(origin))}
+            steps.append(PlannedStep("retype", spec.attribute, now_type, (spec.attribute,), (now_type,),
+                                     spec.upcaster, marker, tuple(sorted(sources))))
+    return steps
+
+
+def _check_coverage(old: Schema, new: Schema, steps: list[PlannedStep], declared: bool) -> None:
+    """Refuse breaking changes that no step covers, naming each one."""
+    covered = {(s.kind, s.attribute) for s in steps}
+    moved = {s.attribute for s in steps if s.kind in ("rename", "split")}
+    problems: list[str] = []
+    for change in diff(old, new):
+        if not change.breaking:
+            continue
+        element = change.element
+        if element.startswith("attribute ") and change.kind == "removed":
+            if element.removeprefix("attribute ") in moved:
+                continue
+        elif element.startswith("attribute ") and change.kind == "changed":
+            name, _, prop = element.removeprefix("attribute ").partition(".")
+            if prop == "rel_type" and (old.rel_type(name) == new.rel_type(name)
+                                       or ("rename_relation", name) in covered):
+                continue
+            if prop in ("value_type", "values") and ("retype", name) in covered:
+                continue
+        problems.append(f"{element} ({change.kind}{': ' + change.detail if change.detail else ''})")
+    for step in steps:
+        if step.kind == "rename":
+            before, after = old.attributes[step.attribute], new.attributes[step.to[0]]
+            for prop in ("value_type", "values"):
+                if getattr(before, prop) != getattr(after, prop) and ("retype", step.to[0]) not in covered:
+                    problems.append(f"attribute {step.attribute} -> {step.to[0]} changes {prop} "
+                                    f"without a retype step")
+            for prop in ("cardinality", "target", "subject_types"):
+                if getattr(before, prop) != getattr(after, prop):
+                    problems.append(f"attribute {step.attribute} -> {step.to[0]} changes {prop}, which no "
+                                    "migration kind converts")
+    if problems:
+        hint = ("the declared migration does not cover them" if declared
+                else f"declare `migrations: [{{from_version: {old.version}, steps: [...]}}]`")
+        raise SchemaViolation(
+            f"schema {new.name!r} v{old.version} -> v{new.version} has incompatible changes: "
+            f"{'; '.join(problems)}; {hint} (step kinds: {KINDS}); nothing was applied"
+        )
+
+
+# -- batches (each one transaction, driven by Store.apply_schema) ------------------------------
+
+def move_batch(plan: MigrationPlan, index: int, step: PlannedStep, new: Schema, batch: int,
+               now: datetime, after: str = "") -> Generator[Statement, Records, tuple[int, str]]:
+    """Move up to ``batch`` facts of a rename / rename_relation step and advance the cursor.
+
+    Moved facts leave the selection, so each batch starts from the beginning (``after`` unused).
+    """
+    target = step.to[0]
+    spec = new.attributes[target]
+    query = RENAME_IN_PLACE if step.from_type == step.to_types[0] else MOVE
+    [result] = yield Statement(
+        query % {"from": quote_identifier(step.from_type), "to": quote_identifier(step.to_types[0])},
+        {"attribute": step.attribute, "to": target, "batch": batch, "marker": [step.marker],
+         "memory_type": spec.memory_type, "retention": spec.retention},
+    )
+    moved = result["moved"]
+    yield Statement(ADVANCE, {"id": plan.id, "step": index, "n": moved, "now": now, "after": ""})
+    return moved, ""
+
+
+def convert_batch(plan: MigrationPlan, index: int, step: PlannedStep, new: Schema, batch: int,
+                  now: datetime, after: str = "") -> Generator[Statement, Records, tuple[int, str]]:
+    """Convert up to ``batch`` facts of a split / retype step after memory id ``after``, and advance
+    the cursor; returns the count and the last memory id converted."""
+    rows = yield Statement(READ_VALUES % quote_identifier(step.from_type),
+                           {"attribute": step.attribute, "marker": step.marker, "batch": batch, "after": after})
+    if not rows:
+        return 0, after
+    creates: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        # as Python values: instants go back with the +00:00 offset every stored instant uses
+        props = {key: native(value) for key, value in row["props"].items()}
+        for attribute, rel_type, value in _converted(step, new, props["value"]):
+            creates.setdefault(rel_type, []).append(
+                _new_fact(step, new, row["sid"], props, attribute, value))
+    [deleted] = yield Statement(DELETE_FACTS, {"fids": [r["fid"] for r in rows]})
+    for rel_type, items in sorted(creates.items()):
+        yield Statement(CREATE_FACTS % quote_identifier(rel_type), {"rows": items})
+    yield Statement(DROP_ORPHAN_VALUES, {"values": deleted["values"]})
+    last = rows[-1]["props"]["memory_id"]
+    yield Statement(ADVANCE, {"id": plan.id, "step": index, "n": len(rows), "now": now, "after": last})
+    return len(rows), last
+
+
+def _converted(step: PlannedStep, new: Schema, value: Any) -> list[tuple[str, str, Any]]:
+    """The new (attribute, relationship type, value) facts one stored value becomes."""
+    if step.kind == "retype":
+        return [(step.to[0], step.to_types[0], convert_value(step, new, value)[0])]
+    return [(a, t, v) for a, t, v in zip(step.to, step.to_types, convert_value(step, new, value)) if v is not None]
+
+
+def convert_value(step: PlannedStep, new: Schema, value: Any) -> list[Any]:
+    """Run the step's function on one value and check the result(s) against the new schema.
+
+    Raises ``ValueError`` (or an SGAM error from the schema's checks) when it cannot convert.
+    """
+    if step.kind == "retype":
+        return [new.coerce(step.to[0], upcaster(step.function or "")(value))[0]]
+    parts = splitter(step.function or "")(value)
+    if not isinstance(parts, tuple) or len(parts) != 2 or all(p is None for p in parts):
+        raise ValueError(f"splitter {step.function!r} must return two parts, not both empty; got {parts!r}")
+    return [None if part is None else new.coerce(target, part)[0] for target, part in zip(step.to, parts)]
+
+
+def derived_memory_id(memory_id: str | None, attribute: str) -> str | None:
+    """The memory id of the part of a split fact that goes to ``attribute`` (stable across runs)."""
+    if memory_id is None:
+        return None
+    return "m-" + hashlib.sha256(f"{memory_id}|{attribute}".encode()).hexdigest()[:20]
+
+
+def _new_fact(step: PlannedStep, new: Schema, sid: str, props: dict[str, Any], attribute: str,
+              value: Any) -> dict[str, Any]:
+    from .schema import value_key
+
+    spec = new.attributes[attribute]
+    stored = value.astimezone(timezone.utc) if isinstance(value, datetime) else value
+    out = {**props, "attribute": attribute, "value": stored, "value_type": spec.value_type,
+           "value_key": value_key(value), "memory_type": spec.memory_type,
+           "retention_policy": spec.retention,
+           "migrated_by": [*props.get("migrated_by", []), step.marker]}
+    if step.kind == "split":
+        for key in ("memory_id", "supersedes_memory_id", "revises_memory_id"):
+            if props.get(key) is not None:
+                out[key] = derived_memory_id(props[key], attribute)
+    caption = value.isoformat() if isinstance(value, (date, datetime)) else str(value)
+    return {"sid": sid, "props": out, "node_key": f"{props['subject']}|{attribute}|{out['value_key']}",
+            "caption": caption}
+
+
+def count_statement(step: PlannedStep, source: tuple[str, str]) -> Statement:
+    """How many facts of ``source`` the step has still to convert."""
+    return Statement(COUNT % quote_identifier(source[1]), {"attribute": source[0], "marker": step.marker})
+
+
+def values_statement(step: PlannedStep, source: tuple[str, str]) -> Statement:
+    """The distinct stored values the step will convert (checked before anything is written)."""
+    return Statement(DISTINCT_VALUES % quote_identifier(source[1]), {"attribute": source[0], "marker": step.marker})
+
+
+def check_values(step: PlannedStep, new: Schema, values: list[Any]) -> None:
+    """Refuse the migration if the step's function cannot convert every stored value."""
+    failures: list[str] = []
+    for value in values:
+        try:
+            convert_value(step, new, native(value))
+        except Exception as exc:  # noqa: BLE001 - any failure of a user function is reported
+            failures.append(f"{native(value)!r} ({exc})")
+    if failures:
+        raise SchemaViolation(
+            f"migration step {step.label} cannot convert {len(failures)} stored value(s) of "
+            f"{step.attribute!r}, e.g. {'; '.join(failures[:3])}; correct those facts or use another "
+            "function; nothing was applied"
+        )
