@@ -338,8 +338,8 @@ def test_refusals_name_the_element_and_apply_nothing(connect, tenant: str, suffi
 
     refused(step("retype", upcaster="nope"), "unknown upcaster 'nope'; registered: .*str_to_int")
     refused(step("split", splitter="nope"), "unknown splitter 'nope'; registered: .*full_name")
-    refused(step("rename", attribute="mail"), "attribute 'mail' is not in the stored v1; it knows: ")
-    refused(example(2, suffix, version=1, migrations=[]), "not newer than the stored v1")
+    refused(step("rename", attribute="mail"), "attribute 'mail' is not in the stored v2; it knows: ")
+    refused(example(2, suffix, version=2, migrations=[]), "not newer than the stored v2")
     no_migration = example(2, suffix)
     del no_migration["migrations"]
     refused(no_migration, rf"incompatible changes: attribute address_{suffix} \(removed.*declare `migrations")
@@ -382,8 +382,8 @@ def test_cli_apply_dry_run_then_apply(env, connect, tenant: str, suffix: str, tm
     assert again.exit_code == 0 and "already applied" in again.output
 
     broken = tmp_path / "broken.yaml"
-    broken.write_text(yaml.safe_dump(example(2, suffix, version=3, migrations=[
-        {"from_version": 2, "steps": [{"kind": "retype", "attribute": f"plan_{suffix}", "upcaster": "x"}]}])),
+    broken.write_text(yaml.safe_dump(example(2, suffix, version=4, migrations=[
+        {"from_version": 3, "steps": [{"kind": "retype", "attribute": f"plan_{suffix}", "upcaster": "x"}]}])),
         encoding="utf-8")
     refused = runner.invoke(app, ["schema", "apply", str(broken)])
     assert refused.exit_code == 1 and "unknown upcaster 'x'" in refused.output
