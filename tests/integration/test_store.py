@@ -210,7 +210,8 @@ def test_schema_versions_are_stored_and_guarded(graph: MemoryGraph, neo4j_connec
         "MATCH (s:SchemaVersion {name: $n, version: $v}) RETURN s.definition AS d",
         {"n": graph.schema.name, "v": graph.schema.version},
     )
-    assert [r["d"] for r in stored] == [graph.schema.definition()]
+    # the stored definition means this schema (one stored by an older SGAM lacks later options)
+    assert len(stored) == 1 and graph.schema.same_definition(stored[0]["d"])
     changed = Schema.from_data({**graph.schema.model_dump(mode="json"),
                                 "entity_types": [*graph.schema.entity_types, "Pet"]})
     uri, auth = neo4j_connection
