@@ -379,7 +379,7 @@ def _revised(seg: _Segment, base: WritePlan, delta: MemoryDelta,
              carried: Fact | None = None) -> dict[str, Any]:
     """A closed, trimmed or extended copy of a stored row (it keeps the row's provenance)."""
     first = seg.rows[0]
-    props = first.model_dump(mode="python")
+    props = dict(vars(first))  # model_dump() of a flat model, without its cost
     props.update(
         memory_id=new_memory_id(), valid_from=seg.start, valid_to=seg.end, recorded_at=base.now,
         expired_at=None, revises_memory_id=first.memory_id, expired_by_episode_id=None,
