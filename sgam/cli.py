@@ -638,7 +638,7 @@ def bench_scale(
     window: int = typer.Option(20_000, help="Deltas written through write_many (timed) at each size"),
     lookups: int = typer.Option(300, help="Timed calls per operation and size"),
     graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
-                                  help="Graphiti search latency too [default: at sizes up to 100k]"),
+                                  help="Graphiti search latency too [default: at sizes up to 10k]"),
     seed: int = typer.Option(7),
     out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
     keep: bool = typer.Option(False, "--keep", help="Leave the last size's tenant in the database"),
