@@ -17,6 +17,14 @@ parsing messages.
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def validation_problems(exc: Any, whole: str = "(top)") -> str:
+    """A pydantic ``ValidationError`` as one line: ``field.path: message; ...`` (``whole`` names
+    an error about the whole object), for messages that name the offending element."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in exc.errors())
+
 
 class SgamError(Exception):
     """Root of every error SGAM raises."""

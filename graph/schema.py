@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .countries import iso_country
-from .errors import InvalidDelta, SchemaViolation
+from .errors import InvalidDelta, SchemaViolation, validation_problems
 from .models import SUBJECT_READER, Cardinality, check_principal, require_aware
 
 ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
@@ -279,10 +279,7 @@ class Schema(_Spec):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
-            )
-            raise SchemaViolation(f"{origin} is not a valid SGAM schema: {problems}") from exc
+            raise SchemaViolation(f"{origin} is not a valid SGAM schema: {validation_problems(exc)}") from exc
 
     def definition(self) -> str:
         """The schema as canonical JSON, as stored in ``(:SchemaVersion {definition})``."""

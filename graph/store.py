@@ -48,9 +48,12 @@ T = TypeVar("T")
 INDEX_TIMEOUT_S = 300
 
 # Label by label, so each scan uses the tenant's index; batched so a big tenant cannot exhaust memory.
-DELETE_TENANT = tuple(
-    f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-    for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine")
+# Facts first (relationship by relationship), then the nodes: DETACH DELETE of 2,000 hot subjects
+# with long histories at once exceeded the transaction memory pool at 1M facts.
+DELETE_TENANT = (
+    "MATCH (:Entity {tenant_id: $tenant})-[f]->() CALL (f) { DELETE f } IN TRANSACTIONS OF 10000 ROWS",
+    *(f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
+      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine")),
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sgam.graph.errors import InvalidDelta
+from sgam.graph.errors import InvalidDelta, validation_problems
 from sgam.graph.models import Episode, EpisodeKind
 
 EVENT_TIME_FIELDS = ("occurred_at", "timestamp")
@@ -29,8 +29,7 @@ EVENT_TIME_FIELDS = ("occurred_at", "timestamp")
 
 
 def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'episode'}: {e['msg']}"
-                     for e in exc.errors())
+    return validation_problems(exc, "episode")
 
 
 def episode_from_fields(fields: Mapping[str, Any]) -> Episode:

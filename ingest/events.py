@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sgam.graph.errors import ExtractionError, SchemaViolation, SgamError
+from sgam.graph.errors import ExtractionError, SchemaViolation, SgamError, validation_problems
 from sgam.graph.models import Episode, EpisodeKind, Op
 from sgam.graph.schema import Schema
 
@@ -103,9 +103,7 @@ def _load_rules(path: str | Path | None) -> EventRules:
     try:
         return EventRules.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}"
-                             for e in exc.errors())
-        raise SchemaViolation(f"{origin} is not a valid set of event rules: {problems}") from None
+        raise SchemaViolation(f"{origin} is not a valid set of event rules: {validation_problems(exc)}") from None
 
 
 def _lookup(event: Mapping[str, Any], path: str) -> Any:

@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sgam.graph.errors import SchemaViolation
+from sgam.graph.errors import SchemaViolation, validation_problems
 from sgam.graph.models import (
     MAX_EPISODE_BYTES,
     Episode,
@@ -153,9 +153,7 @@ class GraphitiMapping(_Rules):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}"
-                                 for e in exc.errors())
-            raise SchemaViolation(f"{origin} is not a valid graphiti mapping: {problems}") from exc
+            raise SchemaViolation(f"{origin} is not a valid graphiti mapping: {validation_problems(exc)}") from exc
 
     def check(self, schema: Schema) -> GraphitiMapping:
         """Refuse attributes and types the schema does not know (naming the known ones)."""

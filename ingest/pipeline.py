@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from sgam.graph.episodes import Recorded
-from sgam.graph.errors import ExtractionError, SgamError, StoreUnavailable
+from sgam.graph.errors import ExtractionError, SgamError, StoreUnavailable, validation_problems
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta
 from sgam.graph.schema import Schema
 from sgam.graph.writes import BatchResult, Records, Statement, native
@@ -311,8 +311,7 @@ def _renamed(deltas: list[Mapping[str, Any] | MemoryDelta], given: str, stored: 
 
 
 def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'candidate'}: {e['msg']}"
-                     for e in exc.errors())
+    return validation_problems(exc, "candidate")
 
 
 def validate(episode: Episode, candidates: Sequence[tuple[str, Any]]

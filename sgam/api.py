@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from sgam.graph.bulk import DEFAULT_CHUNK
-from sgam.graph.errors import InvalidDelta
+from sgam.graph.errors import InvalidDelta, validation_problems
 from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.forget import ForgetReport
 from sgam.graph.retention import PurgeReport
@@ -199,10 +199,7 @@ def _build(model: type[T], fields: dict[str, Any]) -> T:
     try:
         return model(**fields)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or model.__name__}: {e['msg']}" for e in exc.errors()
-        )
-        raise InvalidDelta(f"invalid {model.__name__}: {problems}") from None
+        raise InvalidDelta(f"invalid {model.__name__}: {validation_problems(exc, model.__name__)}") from None
 
 
 def require_aware_arg(value: datetime, name: str) -> datetime:
