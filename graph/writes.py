@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from dataclasses import dataclass, field
 from enum import Enum
 from datetime import date, datetime, timezone
@@ -28,7 +29,7 @@ from typing import Any
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
 from .models import Fact, MemoryDelta
 from .reconcile import apply_plan, delta_key, reconcile
-from .schema import Schema
+from .schema import Schema, quote_identifier
 
 Records = list[dict[str, Any]]
 
@@ -79,43 +80,82 @@ class BatchResult:
 
 WriteSteps = Generator[Statement, Records, BatchResult]
 
-# Planned afresh on every run (a few ms): a plan cached while the labels were nearly empty scans
-# the whole (tenant_id, id) index once per row instead of seeking (millions of db hits per batch
-# once the labels fill), and element ids of episodes are not known before this read.
-CHECK_EPISODES = """
-CYPHER replan=force
-UNWIND $episodes AS ep
-OPTIONAL MATCH (x:Episode {tenant_id: ep.tenant_id, id: ep.id})
-RETURN ep.tenant_id AS tenant_id, ep.id AS id, x IS NOT NULL AS found, x.occurred_at AS occurred_at,
-       elementId(x) AS eid
+# One round trip for the checks. ``mentioned``: subjects that an episode of the batch already
+# mentions, i.e. that may see a replay (an applied delta's episode always mentions its subject). The index hints keep each row a seek: without them, a plan
+# cached while the labels were nearly empty scanned the whole (tenant_id, id) index once per row
+# (millions of db hits per batch once the labels filled), and planning afresh on every run cost
+# a few ms per statement.
+CHECK_STORED = """
+CALL () {
+  UNWIND $episodes AS ep
+  OPTIONAL MATCH (x:Episode {tenant_id: ep.tenant_id, id: ep.id})
+    USING INDEX x:Episode(tenant_id, id)
+  RETURN collect({tenant_id: ep.tenant_id, id: ep.id, found: x IS NOT NULL, occurred_at: x.occurred_at,
+                  eid: elementId(x)}) AS episodes
+}
+CALL () {
+  UNWIND $entities AS s
+  OPTIONAL MATCH (e:Entity {tenant_id: s.tenant_id, id: s.id})
+    USING INDEX e:Entity(tenant_id, id)
+  OPTIONAL MATCH (t:Tombstone {tenant_id: s.tenant_id, subject: s.id})
+    USING INDEX t:Tombstone(tenant_id, subject)
+  RETURN collect({tenant_id: s.tenant_id, id: s.id, type: e.type, forgotten_at: t.forgotten_at,
+                  eid: elementId(e)}) AS entities
+}
+CALL () {
+  UNWIND $mentions AS m
+  MATCH (x:Episode {tenant_id: m.tenant_id, id: m.episode})
+    USING INDEX x:Episode(tenant_id, id)
+  MATCH (e:Entity {tenant_id: m.tenant_id, id: m.entity})
+    USING INDEX e:Entity(tenant_id, id)
+  WHERE EXISTS { (x)-[:MENTIONS]->(e) }
+  RETURN collect(DISTINCT [m.tenant_id, m.entity]) AS mentioned
+}
+RETURN episodes, entities, mentioned
 """
 
-CHECK_ENTITIES = """
-CYPHER replan=force
-UNWIND $entities AS s
-OPTIONAL MATCH (e:Entity {tenant_id: s.tenant_id, id: s.id})
-OPTIONAL MATCH (t:Tombstone {tenant_id: s.tenant_id, subject: s.id})
-RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, t.forgotten_at AS forgotten_at,
-       elementId(e) AS eid
-"""
-
-# Only believed rows come back in full; of retired rows only the keys of this batch's deltas
-# that they already carry (a replay), so a long history is not re-read on every write.
+# Only believed rows come back in full. Retired rows matter only for a replay (the idempotency
+# keys they carry), so they are read only for subjects the check step found already mentioned by
+# one of the batch's episodes (``s.replay``), and then only their keys of this batch's deltas.
+# One branch per fact type of the schema, each guarded by the subject's touched types before it
+# expands: a subject with a long history of other attributes (or many ``MENTIONS``) costs no more
+# than its touched slots. ``%(branches)s`` is filled in by :func:`lock_and_read_query`.
 LOCK_AND_READ = """
 UNWIND $subjects AS s
 MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
   ON CREATE SET e:$(s.type), e.type = s.type, e.name = s.name, e.created_at = $now
 SET e.updated_at = $now
 WITH e, s
-OPTIONAL MATCH (e)-[f]->()
-  WHERE f.memory_id IS NOT NULL AND f.attribute IN s.attributes
+OPTIONAL CALL (e, s) {
+%(branches)s
+}
 RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid,
-       collect(CASE WHEN f.expired_at IS NULL THEN f {.*, _eid: elementId(f), %s,
+       collect(CASE WHEN f.expired_at IS NULL THEN f {.*, _eid: elementId(f), %(instants)s,
                value: CASE WHEN f.value_type IN ['date', 'datetime'] THEN toString(f.value)
                            ELSE f.value END} END) AS facts,
-       collect([k IN coalesce(f.delta_keys, []) + coalesce(f.expired_by_delta_key, []) WHERE k IN s.keys])
-         AS applied
-""" % ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)
+       collect(CASE WHEN s.replay THEN
+               [k IN coalesce(f.delta_keys, []) + coalesce(f.expired_by_delta_key, []) WHERE k IN s.keys]
+               END) AS applied
+"""
+
+_BRANCH = """  MATCH (e)-[f:%(type)s]->() WHERE %(name)s IN s.types AND f.attribute IN s.attributes
+    AND (s.replay OR f.expired_at IS NULL)
+  RETURN f"""
+
+
+@lru_cache(maxsize=64)
+def lock_and_read_query(types: tuple[str, ...]) -> str:
+    """``LOCK_AND_READ`` for a schema whose facts are stored as relationship ``types``."""
+    branches = "\n  UNION ALL\n".join(
+        _BRANCH % {"type": quote_identifier(t), "name": "'%s'" % quote_identifier(t).strip("`")}
+        for t in types)
+    return LOCK_AND_READ % {"branches": branches,
+                            "instants": ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)}
+
+
+def fact_types(schema: Schema) -> tuple[str, ...]:
+    """The relationship types the schema's facts are stored as, sorted."""
+    return tuple(sorted({schema.rel_type(name) for name in schema.attributes}))
 
 # Rows read under the subject lock are addressed by element id: valid inside this transaction.
 UPDATE_ROWS = """
@@ -217,14 +257,15 @@ def write_steps(
     results = list(rejected)
     prepared = list(prepared)
     known: dict[tuple[str, str, str], str] = {}
+    mentioned: set[tuple[str, str]] = set()
     if prepared and not checked:
-        prepared = yield from _check(prepared, results, known)
+        prepared = yield from _check(prepared, results, known, mentioned)
     if atomic and results:
         raise results[0].error or InvalidDelta(results[0].message)
     if not prepared:
         return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
-    locked = yield from _lock_and_read(prepared, now)
+    locked = yield from _lock_and_read(prepared, schema, now, mentioned)
     locked.node_ids.update(known)
     creates: list[dict[str, Any]] = []
     touched: dict[str, Fact] = {}
@@ -239,18 +280,23 @@ def write_steps(
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
-def _check(prepared: list[_Prepared], results: list[DeltaResult],
-           known: dict[tuple[str, str, str], str]) -> Generator[Statement, Records, list[_Prepared]]:
+def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tuple[str, str, str], str],
+           mentioned: set[tuple[str, str]]) -> Generator[Statement, Records, list[_Prepared]]:
     """Drop (into ``results``) the deltas that fail a stored-state check; ``known`` receives the
-    element ids of the episodes and entities found, keyed ``("Episode" | "Entity", tenant, id)``."""
+    element ids of the episodes and entities found, keyed ``("Episode" | "Entity", tenant, id)``,
+    and ``mentioned`` the subjects (tenant, id) already mentioned by one of the batch's episodes."""
     episodes = sorted({(p.delta.tenant_id, p.delta.source_episode_id) for p in prepared})
-    found = yield Statement(CHECK_EPISODES, {"episodes": [{"tenant_id": t, "id": i} for t, i in episodes]})
+    wanted = sorted({(p.delta.tenant_id, entity) for p in prepared for entity in _entities_of(p)})
+    pairs = sorted({(p.delta.tenant_id, p.delta.source_episode_id, p.delta.subject) for p in prepared})
+    [stored] = yield Statement(CHECK_STORED, {
+        "episodes": [{"tenant_id": t, "id": i} for t, i in episodes],
+        "entities": [{"tenant_id": t, "id": i} for t, i in wanted],
+        "mentions": [{"tenant_id": t, "episode": e, "entity": i} for t, e, i in pairs],
+    })
+    found, entities = stored["episodes"], stored["entities"]
+    mentioned.update((t, i) for t, i in stored["mentioned"])
     present = {(r["tenant_id"], r["id"]): native(r["occurred_at"]) for r in found if r["found"]}
     known.update((("Episode", r["tenant_id"], r["id"]), r["eid"]) for r in found if r["found"])
-    wanted = sorted({(p.delta.tenant_id, entity) for p in prepared for entity in _entities_of(p)})
-    entities = yield Statement(
-        CHECK_ENTITIES, {"entities": [{"tenant_id": t, "id": i} for t, i in wanted]}
-    )
     stored_types = {(r["tenant_id"], r["id"]): r["type"] for r in entities if r["type"]}
     known.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in entities if r["eid"])
     forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
@@ -316,26 +362,34 @@ class _Locked:
     node_ids: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
-def _lock_and_read(prepared: list[_Prepared], now: datetime) -> Generator[Statement, Records, _Locked]:
-    """Lock the subjects (creating new ones) and read the believed rows of their slots."""
+def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
+                   mentioned: set[tuple[str, str]]) -> Generator[Statement, Records, _Locked]:
+    """Lock the subjects (creating new ones) and read the believed rows of their slots, and the
+    already-applied keys of the batch for the ``mentioned`` subjects (the only ones that can see
+    a replay)."""
     subjects: dict[tuple[str, str], dict[str, Any]] = {}
     for p in prepared:
         entry = subjects.setdefault(
             (p.delta.tenant_id, p.delta.subject),
             {"tenant_id": p.delta.tenant_id, "id": p.delta.subject, "type": p.subject_type,
-             "name": p.delta.subject_name or p.delta.subject, "attributes": [], "keys": []},
+             "name": p.delta.subject_name or p.delta.subject, "attributes": [], "types": [],
+             "keys": [], "replay": (p.delta.tenant_id, p.delta.subject) in mentioned},
         )
         if p.delta.attribute not in entry["attributes"]:
             entry["attributes"].append(p.delta.attribute)
+            rel_type = schema.rel_type(p.delta.attribute)
+            if rel_type not in entry["types"]:
+                entry["types"].append(rel_type)
         entry["keys"].append(p.key)
     # Sorted, so that two batches lock shared subjects in the same order.
-    records = yield Statement(LOCK_AND_READ, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
+    query = lock_and_read_query(fact_types(schema))
+    records = yield Statement(query, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
     locked = _Locked()
     with _gc_paused():
         for record in records:
             locked.subject_ids[(record["tenant_id"], record["id"])] = record["eid"]
             locked.node_ids[("Entity", record["tenant_id"], record["id"])] = record["eid"]
-            locked.applied.update(k for keys in record["applied"] for k in keys)
+            locked.applied.update(k for keys in record["applied"] for k in keys or ())
             for props in record["facts"]:
                 fact = fact_from_properties(props)
                 locked.row_ids[fact.memory_id] = props["_eid"]

@@ -104,6 +104,35 @@ def test_reassert_and_replay_add_support_not_versions(graph: MemoryGraph, tenant
     assert fact.support_count == 2 and set(fact.support_episodes) == {"e1", "e2"}
 
 
+def test_replay_of_a_retired_version_changes_nothing(graph: MemoryGraph, tenant: str) -> None:
+    """The write path reads retired rows only for subjects a batch's episode already mentions:
+    a replay arriving after its version was replaced must still be recognised, alone or in a
+    batch with first-time deltas of other subjects."""
+    for n, month in ((1, 1), (2, 3), (3, 5)):
+        episode(graph, tenant, f"e{n}", utc(2026, month, 1))
+    write(graph, tenant, "e1", "Berlin", utc(2026, 1, 1), attribute="home_city")
+    write(graph, tenant, "e2", "Lisbon", utc(2026, 3, 1), attribute="home_city")
+    write(graph, tenant, "e3", "Porto", utc(2026, 2, 1), attribute="home_city", op="correct")
+    before = [(f.memory_id, f.valid_to, f.expired_at) for f in graph.history(tenant, "mira", "home_city")]
+    replayed = graph.write_many([
+        MemoryDelta(tenant_id=tenant, subject="mira", attribute="home_city", value="Berlin",
+                    valid_from=utc(2026, 1, 1), source_episode_id="e1", asserted_by="user:mira"),
+        MemoryDelta(tenant_id=tenant, subject="mira", attribute="home_city", value="Porto",
+                    valid_from=utc(2026, 2, 1), source_episode_id="e3", asserted_by="user:mira",
+                    op="correct"),
+        MemoryDelta(tenant_id=tenant, subject="noor", attribute="home_city", value="Riga",
+                    valid_from=utc(2026, 1, 1), source_episode_id="e1", asserted_by="user:noor"),
+    ])
+    assert [r.outcome for r in replayed.results] == ["unchanged", "unchanged", "created"]
+    after = [(f.memory_id, f.valid_to, f.expired_at) for f in graph.history(tenant, "mira", "home_city")]
+    assert after == before
+    assert values(graph.current(tenant, "mira", "home_city")) == ["Lisbon"]
+    # The same value from an episode that never mentioned mira is a new statement, not a replay.
+    episode(graph, tenant, "e4", utc(2026, 6, 1))
+    again = write(graph, tenant, "e4", "Berlin", utc(2026, 1, 1), attribute="home_city")
+    assert again.outcome != "unchanged"
+
+
 def test_set_valued_attribute_members_are_independent(graph: MemoryGraph, tenant: str) -> None:
     episode(graph, tenant, "e1", utc(2026, 1, 1))
     episode(graph, tenant, "e2", utc(2026, 3, 1))
