@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from sgam.graph.errors import InvalidDelta, SgamError
+from sgam.graph.migrations import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
 from sgam.graph.schema import Schema
 from sgam.graph.writes import Statement, fact_from_properties
@@ -470,17 +471,37 @@ def _episode(row: dict[str, Any]) -> EpisodeHit:
     return EpisodeHit(row["id"], row["content"], row.get("actor"), _parse_instant(row.get("occurred_at")))
 
 
+def _check_vector(vector: Any) -> list[float]:
+    """``vector`` (a sequence or a numpy array) as a list of floats, or :class:`InvalidDelta`
+    naming what is wrong with it."""
+    if hasattr(vector, "tolist"):   # numpy arrays and the like
+        vector = vector.tolist()
+    if isinstance(vector, (str, bytes)) or not isinstance(vector, Sequence):
+        raise InvalidDelta(f"question_vector must be a sequence of {EMBEDDING_DIMENSIONS} numbers, "
+                           f"got {type(vector).__name__}")
+    if len(vector) != EMBEDDING_DIMENSIONS:
+        raise InvalidDelta(f"question_vector has {len(vector)} numbers; the vector indexes hold "
+                           f"{EMBEDDING_DIMENSIONS}-dimension embeddings")
+    for i, x in enumerate(vector):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise InvalidDelta(f"question_vector[{i}] is {x!r}; every element must be a finite number")
+    return [float(x) for x in vector]
+
+
 def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
                   attributes: str | Sequence[str] | None = None, as_of: datetime | None = None,
                   now: datetime, budget_tokens: int = 800, expand: bool | None = None,
-                  embedder: Embedder | None = None, schema: Schema | None = None,
-                  k: int = 8, min_score: float = 0.6, principal: str | None = None,
+                  embedder: Embedder | None = None, question_vector: Sequence[float] | None = None,
+                  schema: Schema | None = None, k: int = 8, min_score: float = 0.6, principal: str | None = None,
                   count_tokens: TokenCounter = approx_tokens) -> Steps:
     """Read what the context needs and assemble it (a generator of ``("read", Statement)``).
 
     ``expand``: ``None`` widens with everything available (vector kNN only with the embeddings
     extra, saying so in ``notes`` when it is missing); ``True`` requires vector expansion
     (:class:`EmbeddingsUnavailable` without the extra); ``False`` gives the exact facts only.
+    ``question_vector``: the question's embedding when the caller already has it (from the model
+    that embedded the stored nodes, e.g. to rank the same question elsewhere too): the kNN reads
+    use it and the question is not embedded again (no embedder is then needed).
     ``principal``: the reader; every read below leaves out the private facts (and the episodes
     that stated them) it may not see (None: shared facts only; ``"*"``: everything).
     """
@@ -500,14 +521,16 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     notes: list[str] = []
 
     use_vectors = expand is not False
-    if use_vectors and (embedder is None and not embeddings_installed()):
-        if expand:
-            raise EmbeddingsUnavailable(f"expansion needs the embeddings extra: {INSTALL_HINT}")
-        use_vectors = False
-        notes.append(f"vector expansion skipped: the embeddings extra is not installed ({INSTALL_HINT})")
-    if use_vectors:
-        embedder = require_embedder(embedder)
-        check_dimensions(embedder)
+    vector = None if question_vector is None else _check_vector(question_vector)
+    if use_vectors and vector is None:   # the question must be embedded here
+        if embedder is None and not embeddings_installed():
+            if expand:
+                raise EmbeddingsUnavailable(f"expansion needs the embeddings extra: {INSTALL_HINT}")
+            use_vectors = False
+            notes.append(f"vector expansion skipped: the embeddings extra is not installed ({INSTALL_HINT})")
+        else:
+            embedder = require_embedder(embedder)
+            check_dimensions(embedder)
     terms = lucene_query(question)
 
     # 1. anchors: the subjects given, or the entities the question names
@@ -549,8 +572,9 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
             for row in rows:
                 found.add_episode("fulltext", _episode(row))
         if use_vectors:
-            assert embedder is not None
-            [vector] = embedder.embed([question])
+            if vector is None:
+                assert embedder is not None
+                [vector] = embedder.embed([question])
             for name in ("knn-episodes", "knn-statements", "knn-entities"):
                 fetch = min(MAX_FETCH, k * OVERFETCH)
                 while True:

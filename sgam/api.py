@@ -444,7 +444,7 @@ class MemoryGraph(_Queries):
         """The smallest context that answers ``question``: the exact facts (valid now or at
         ``as_of``) first, then labelled evidence from expansion, all cited, as ``principal`` may
         read them; see :func:`sgam.queries.context.context_steps` for ``attributes``, ``expand``,
-        ``embedder``, ``k``."""
+        ``embedder``, ``question_vector``, ``k``."""
         return run_steps(self.store, context_steps(
             tenant, question, subjects=subjects, as_of=as_of, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sgam import bench, bench_locomo, bench_scale
 from sgam.api import MemoryGraph
 from sgam.graph import Conflict, InvalidDelta, MemoryDelta, SchemaViolation
+from sgam.queries.embeddings import default_embedder
 
 
 def _positive(value: object) -> bool:
@@ -175,13 +178,55 @@ def _locomo_file(path: Path) -> Path:
     return path
 
 
+class CountingEmbedder:
+    """The real model, recording every text it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.texts: list[str] = []
+
+    @property
+    def dimensions(self) -> int:
+        return int(self.inner.dimensions)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += texts
+        return self.inner.embed(texts)
+
+
 def test_locomo_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
     uri, auth = neo4j_connection
     source = _locomo_file(tmp_path / "locomo-shaped.json")
     conversations = bench_locomo.load(source)
     assert [len(c.turns) for c in conversations] == [6, 3]
     assert conversations[0].turns[3].at > conversations[0].turns[2].at
-    result = bench_locomo.run(source, out_dir=tmp_path, uri=uri, auth=auth, log=lambda _: None)
+    torch = pytest.importorskip("torch")
+    threads_before = torch.get_num_threads()
+    embedder = CountingEmbedder(default_embedder())
+    result = bench_locomo.run(source, out_dir=tmp_path, uri=uri, auth=auth, log=lambda _: None,
+                              embedder=embedder, threads=1, keep=True)
+    assert torch.get_num_threads() == threads_before and result["params"]["torch_threads"] == 1
+    # every text is embedded once: the turns for the backfill and the MiniLM baseline alike,
+    # each question for the context's kNN and the baseline alike
+    turns = [bench_locomo._text(t) for c in conversations for t in c.turns]
+    questions = [q.text for c in conversations for q in c.questions]
+    assert sorted(embedder.texts) == sorted(turns + questions)
+    assert result["question_embedding_p50_ms"] > 0
+    assert result["systems"]["minilm"]["latency_p50_ms"] >= result["question_embedding_p50_ms"]
+    assert result["timings_s"]["total"] >= result["timings_s"]["questions_s"] > 0
+    # the graph holds, for every turn, the vector the baseline ranked with (kept, then deleted here)
+    vectors = dict(zip(turns, default_embedder().embed(turns)))
+    with MemoryGraph.connect(uri, auth) as graph:
+        stored = graph.store.read("MATCH (n:Episode) WHERE n.tenant_id STARTS WITH 'locomo-' "
+                                  "RETURN n.tenant_id AS tenant, n.content AS content, "
+                                  "n.embedding AS vector, n.embedding_model AS model", {})
+        assert sorted(r["content"] for r in stored) == sorted(turns)
+        for row in stored:
+            assert row["model"] == embedder.model_name
+            assert row["vector"] == pytest.approx(vectors[row["content"]], abs=1e-5)
+        for tenant in {r["tenant"] for r in stored}:
+            graph.delete_tenant(tenant)
     for system in bench_locomo.SYSTEMS:
         entry = result["systems"][system]
         overall = entry["overall_categories_1_4"]
@@ -193,6 +238,10 @@ def test_locomo_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: P
     assert result["systems"]["sgam-context"]["overall_categories_1_4"]["recall@10"] > 0
     text = Path(result["result_files"]["markdown"]).read_text(encoding="utf-8")
     assert "| overall (1-4) | 4 |" in text
+    # without keep, a run deletes its tenants; the same data ranks the same way again
+    again = bench_locomo.run(source, out_dir=tmp_path, uri=uri, auth=auth, log=lambda _: None)
+    for system in bench_locomo.SYSTEMS:
+        assert again["systems"][system]["by_category"] == result["systems"][system]["by_category"]
     with MemoryGraph.connect(uri, auth) as graph:
         left = graph.store.read("MATCH (n:Episode) WHERE n.tenant_id STARTS WITH 'locomo-' "
                                 "RETURN count(n) AS n", {})[0]["n"]

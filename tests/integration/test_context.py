@@ -222,6 +222,35 @@ def test_bad_arguments_are_clear_errors(graph: MemoryGraph, tenant: str) -> None
         graph.context("no such tenant!", QUESTION, budget_tokens=100)
 
 
+class RefusingEmbedder:
+    """Passes the dimension check and fails if anything is embedded."""
+
+    model_name = "all-MiniLM-L6-v2"
+    dimensions = 384
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError(f"embedded {texts!r} although the question's vector was given")
+
+
+@needs_model
+def test_context_with_the_question_vector_given_matches_and_embeds_nothing(
+        graph: MemoryGraph, tenant: str, embedder: Any, cleanup: list[str]) -> None:
+    cleanup.append(tenant)
+    seed(graph, tenant)
+    graph.embed(tenant, embedder=embedder)
+    [vector] = embedder.embed([QUESTION])
+    plain = graph.context(tenant, QUESTION, subjects="mira", budget_tokens=600, expand=True,
+                          embedder=embedder)
+    given = graph.context(tenant, QUESTION, subjects="mira", budget_tokens=600, expand=True,
+                          embedder=RefusingEmbedder(), question_vector=vector)
+    assert given.model_dump(exclude={"as_of"}) == plain.model_dump(exclude={"as_of"})
+    assert any("vector" in e.sources for e in given.evidence)
+    # an orthogonal vector finds no episode by meaning: the vector given is the one searched with
+    far = graph.context(tenant, QUESTION, subjects="mira", budget_tokens=600, expand=True,
+                        embedder=RefusingEmbedder(), question_vector=[-x for x in vector])
+    assert not any("vector" in e.sources for e in far.evidence)
+
+
 # -- tenant filtering ------------------------------------------------------------------------
 
 @needs_model

@@ -207,3 +207,54 @@ def test_texts_that_get_embedded() -> None:
         "Mira's passport deadline: 2026-07-15"
     assert embeddings.entity_text("Ada Lovelace", "cust-ada", "Customer") == "Ada Lovelace (Customer)"
     assert embeddings.entity_text(None, "acc-1", None) == "acc-1"
+
+
+def _drive(steps: Any) -> tuple[Any, list[Any]]:
+    """Run a context plan on empty answers; returns the context and the statements it read."""
+    statements = []
+    try:
+        mode, statement = next(steps)
+        while True:
+            statements.append(statement)
+            rows = ([{"hits": [], "fetched": 0, "floor": None}]
+                    if "db.index.vector.queryNodes" in statement.query else [])
+            mode, statement = steps.send(rows)
+    except StopIteration as stop:
+        return stop.value, statements
+
+
+def test_a_given_question_vector_is_used_without_an_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the extra, expand=True would refuse; with the question's vector given it needs no model.
+    monkeypatch.setattr(ctx, "embeddings_installed", lambda: False)
+    vector = [0.5] * 384
+    context, statements = _drive(ctx.context_steps("t", "When?", now=NOW, expand=True,
+                                                   question_vector=tuple(vector)))
+    knn = [s for s in statements if "db.index.vector.queryNodes" in s.query]
+    assert len(knn) == 3 and all(s.params["vector"] == vector for s in knn)
+    assert context.empty and not any("skipped" in note for note in context.notes)
+    # expand=False reads no vectors even when one is given
+    _, statements = _drive(ctx.context_steps("t", "When?", now=NOW, expand=False, question_vector=vector))
+    assert not any("db.index.vector.queryNodes" in s.query for s in statements)
+
+
+@pytest.mark.parametrize(("vector", "message"), [
+    ([0.1] * 383, "question_vector has 383 numbers; the vector indexes hold 384-dimension"),
+    ([0.1] * 385, "question_vector has 385 numbers"),
+    ([0.1] * 383 + [float("nan")], r"question_vector\[383\] is nan; every element must be a finite number"),
+    ([0.1] * 10 + [float("inf")] + [0.1] * 373, r"question_vector\[10\] is inf"),
+    (["0.1"] * 384, r"question_vector\[0\] is '0.1'"),
+    ([True] * 384, r"question_vector\[0\] is True"),
+    ("0.1, 0.2", "question_vector must be a sequence of 384 numbers, got str"),
+    (0.5, "question_vector must be a sequence of 384 numbers, got float"),
+])
+def test_a_bad_question_vector_is_refused_before_any_read(vector: Any, message: str) -> None:
+    with pytest.raises(InvalidDelta, match=message):
+        next(ctx.context_steps("t", "When is it?", now=NOW, question_vector=vector))
+
+
+def test_a_numpy_question_vector_is_accepted() -> None:
+    np = pytest.importorskip("numpy")
+    _, statements = _drive(ctx.context_steps("t", "When?", now=NOW, expand=True,
+                                             question_vector=np.full(384, 0.25, dtype=np.float32)))
+    knn = [s for s in statements if "db.index.vector.queryNodes" in s.query]
+    assert knn and knn[0].params["vector"] == [0.25] * 384
