@@ -27,7 +27,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
-from .models import Fact, MemoryDelta
+from .models import Fact, MemoryDelta, Op, Status
 from .reconcile import apply_plan, delta_key, reconcile
 from .schema import Schema, quote_identifier
 
@@ -114,12 +114,15 @@ CALL () {
 RETURN episodes, entities, mentioned
 """
 
-# Only believed rows come back in full. Retired rows matter only for a replay (the idempotency
-# keys they carry), so they are read only for subjects the check step found already mentioned by
-# one of the batch's episodes (``s.replay``), and then only their keys of this batch's deltas.
-# One branch per fact type of the schema, each guarded by the subject's touched types before it
-# expands: a subject with a long history of other attributes (or many ``MENTIONS``) costs no more
-# than its touched slots. ``%(branches)s`` is filled in by :func:`lock_and_read_query`.
+# The lock step reads an outline of the believed rows of the touched slots (element id,
+# attribute, validity, status); :func:`_window` then picks the rows a batch's deltas can touch and
+# ``FETCH_ROWS`` reads those in full. A slot with a long history thus costs a few properties per
+# old version, not all of them. Retired rows matter only for a replay (the idempotency keys they
+# carry), so their keys are read only for subjects the check step found already mentioned by one
+# of the batch's episodes (``s.replay``). One branch per fact type of the schema, each guarded by
+# the subject's touched types before it expands: a subject with a long history of other
+# attributes (or many ``MENTIONS``) costs no more than its touched slots. ``%(branches)s`` is
+# filled in by :func:`lock_and_read_query`.
 LOCK_AND_READ = """
 UNWIND $subjects AS s
 MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
@@ -130,13 +133,22 @@ OPTIONAL CALL (e, s) {
 %(branches)s
 }
 RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid,
-       collect(CASE WHEN f.expired_at IS NULL THEN f {.*, _eid: elementId(f), %(instants)s,
-               value: CASE WHEN f.value_type IN ['date', 'datetime'] THEN toString(f.value)
-                           ELSE f.value END} END) AS facts,
+       collect(CASE WHEN f IS NOT NULL AND f.expired_at IS NULL THEN
+               [elementId(f), f.attribute, toString(f.valid_from), toString(f.valid_to), f.status] END)
+         AS outline,
        collect(CASE WHEN s.replay THEN
                [k IN coalesce(f.delta_keys, []) + coalesce(f.expired_by_delta_key, []) WHERE k IN s.keys]
                END) AS applied
 """
+
+# Rows read under the subject lock are addressed by element id: valid inside this transaction.
+FETCH_ROWS = """
+UNWIND $ids AS id
+MATCH ()-[f]->() WHERE elementId(f) = id
+RETURN f {.*, _eid: id, %s,
+          value: CASE WHEN f.value_type IN ['date', 'datetime'] THEN toString(f.value) ELSE f.value END}
+         AS props
+""" % ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)
 
 _BRANCH = """  MATCH (e)-[f:%(type)s]->() WHERE %(name)s IN s.types AND f.attribute IN s.attributes
     AND (s.replay OR f.expired_at IS NULL)
@@ -149,8 +161,7 @@ def lock_and_read_query(types: tuple[str, ...]) -> str:
     branches = "\n  UNION ALL\n".join(
         _BRANCH % {"type": quote_identifier(t), "name": "'%s'" % quote_identifier(t).strip("`")}
         for t in types)
-    return LOCK_AND_READ % {"branches": branches,
-                            "instants": ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)}
+    return LOCK_AND_READ % {"branches": branches}
 
 
 def fact_types(schema: Schema) -> tuple[str, ...]:
@@ -385,16 +396,65 @@ def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
     query = lock_and_read_query(fact_types(schema))
     records = yield Statement(query, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
     locked = _Locked()
+    wanted: list[str] = []
     with _gc_paused():
+        deltas: dict[tuple[str, str, str], list[MemoryDelta]] = {}
+        for p in prepared:
+            deltas.setdefault(p.delta.key, []).append(p.delta)
         for record in records:
-            locked.subject_ids[(record["tenant_id"], record["id"])] = record["eid"]
-            locked.node_ids[("Entity", record["tenant_id"], record["id"])] = record["eid"]
+            tenant, subject = record["tenant_id"], record["id"]
+            locked.subject_ids[(tenant, subject)] = record["eid"]
+            locked.node_ids[("Entity", tenant, subject)] = record["eid"]
             locked.applied.update(k for keys in record["applied"] for k in keys or ())
-            for props in record["facts"]:
+            outline: dict[str, list[_Outline]] = {}
+            for eid, attribute, valid_from, valid_to, status in record["outline"]:
+                outline.setdefault(attribute, []).append(_Outline(
+                    eid, datetime.fromisoformat(valid_from),
+                    None if valid_to is None else datetime.fromisoformat(valid_to), status))
+            replay = subjects[(tenant, subject)]["replay"]
+            for attribute, rows in outline.items():
+                slot = deltas.get((tenant, subject, attribute), ())
+                whole = replay or schema.attribute(attribute).gated
+                wanted.extend(_window(rows, slot, whole))
+    if wanted:
+        fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
+        with _gc_paused():
+            for record in fetched:
+                props = record["props"]
                 fact = fact_from_properties(props)
                 locked.row_ids[fact.memory_id] = props["_eid"]
                 locked.slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
     return locked
+
+
+@dataclass(frozen=True)
+class _Outline:
+    """What the lock step reads of a believed row before deciding to read it in full."""
+
+    eid: str
+    valid_from: datetime
+    valid_to: datetime | None
+    status: str | None
+
+
+def _window(rows: Sequence[_Outline], deltas: Sequence[MemoryDelta], whole: bool) -> list[str]:
+    """Element ids of the believed rows of one slot that its ``deltas`` can touch.
+
+    A delta valid from ``t`` cuts, replaces or extends the version holding at ``t`` and what
+    follows; it can merge with the version ending where that one starts, and nothing earlier.
+    So, with ``t`` the earliest ``valid_from`` of the slot's deltas in the batch and ``since`` the
+    start of the version holding then (or ``t``), the rows still valid at ``since`` are enough.
+    Candidates (few) always come, and so does everything (``whole``) for gated attributes, whose
+    promotion applies at a candidate's earlier ``valid_from``, for confirmations, and for
+    subjects that may see a replay (its keys can be on any row).
+    """
+    if whole or not deltas or any(d.op is Op.CONFIRM for d in deltas):
+        return [r.eid for r in rows]
+    t = min(d.valid_from for d in deltas)
+    since = min([t, *(r.valid_from for r in rows if r.status == Status.CONFIRMED.value
+                      and r.valid_from <= t and (r.valid_to is None or t < r.valid_to))])
+    return [r.eid for r in rows if r.status != Status.CONFIRMED.value or r.valid_to is None
+            or r.valid_to >= since]
 
 
 @contextmanager
