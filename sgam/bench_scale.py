@@ -28,7 +28,7 @@ is not counted, so these are lower bounds; ``None`` where ``/proc`` is missing (
 The stream: a person pool that grows with the stream (about ten facts per person), 1% of the
 pool "hot" and receiving 15% of the facts (long histories), companies located in cities, and the
 operation mix of ``sgam.bench`` (changes, re-asserts, backdated asserts, corrections, retractions,
-replays). The stream is compact (typed arrays, about 30 bytes a delta; see :class:`Stream`):
+replays). The stream is compact (typed arrays, under 40 bytes a delta; see :class:`Stream`):
 ``MemoryDelta`` / ``Episode`` models are built only for the slice being written, so the harness's
 own memory stays small next to SGAM's. It runs under its own schema (``sgam-bench-scale``), which
 adds the relations the 3-hop traversal needs. Results: ``scale-<timestamp>.json``, ``.md`` and
@@ -286,7 +286,7 @@ class Stream:
 
     Compact: each delta is a row of typed arrays (subject, attribute, value code, valid_from in
     seconds, episode, op, confidence in hundredths, the slot's previous delta), each episode its
-    instant and actor, each slot its last delta and count; about 30 bytes a delta. ``MemoryDelta``
+    instant and actor, each slot its last delta and count; under 40 bytes a delta. ``MemoryDelta``
     and ``Episode`` models are built only for the range asked for. The generator needs each slot's
     expected state (``sgam.bench.Timeline``): the slots in use are kept in a bounded LRU cache and
     any other is rebuilt from its deltas (following the previous-delta links), so the generated
