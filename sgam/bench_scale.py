@@ -12,19 +12,32 @@ One seeded stream of deltas is generated in arrival order; the graph at size ``S
    ``as_of``, ``history``, a 3-hop ``traverse`` (knows -> works_at -> located_in) and ``context``
    (exact facts, no vector expansion) are timed on random slots, each interleaved with its raw
    baseline: the same indexed lookup without temporal logic;
-4. Neo4j's store size (bytes of the database directory, local server only), its heap in use
-   (JMX) and this process's RSS are recorded; ``current`` / ``as_of`` answers are checked against
-   an independent model of the semantics (``sgam.bench.Slot``).
+4. Neo4j's store size (bytes of the database directory, local server only) and its heap in use
+   (JMX) are recorded; ``current`` / ``as_of`` answers are checked against an independent model of
+   the semantics (``sgam.bench.Timeline``, replayed over the slot's deltas up to the size).
+
+Memory, two figures per size. ``python.rss_mb`` / ``peak_rss_mb``: the whole harness process
+(stream, SGAM, driver), now and the highest so far. ``python.sgam_peak_growth_mb``: what SGAM itself
+took in a phase, measured as the process's peak resident memory during the phase (VmHWM, reset via
+``/proc/self/clear_refs`` after a ``gc.collect()`` at its start) minus the resident memory at its
+start; phases ``write_many`` (the timed window; its models are built before), ``lookups`` (warm-up
+and timed reads) and ``bulk_import`` (building the history's ``MemoryDelta`` models, which
+``import_history`` holds in full anyway, and the import). Memory the allocator reuses from earlier
+is not counted, so these are lower bounds; ``None`` where ``/proc`` is missing (not Linux).
 
 The stream: a person pool that grows with the stream (about ten facts per person), 1% of the
 pool "hot" and receiving 15% of the facts (long histories), companies located in cities, and the
 operation mix of ``sgam.bench`` (changes, re-asserts, backdated asserts, corrections, retractions,
-replays). It runs under its own schema (``sgam-bench-scale``), which adds the relations the 3-hop
-traversal needs. Results: ``scale-<timestamp>.json``, ``.md`` and ``.png`` under ``out_dir``.
+replays). The stream is compact (typed arrays, under 40 bytes a delta; see :class:`Stream`):
+``MemoryDelta`` / ``Episode`` models are built only for the slice being written, so the harness's
+own memory stays small next to SGAM's. It runs under its own schema (``sgam-bench-scale``), which
+adds the relations the 3-hop traversal needs. Results: ``scale-<timestamp>.json``, ``.md`` and
+``.png`` under ``out_dir``.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -34,19 +47,20 @@ import secrets
 import statistics
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from array import array
+from contextlib import contextmanager
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from sgam.bench import (
-    CITIES, EPOCH, HORIZON, RAW_LOOKUP, Slot, _Values, _choose, _compare, _git_state, _latency,
-    _loadavg, _machine, _neo4j_info, _next_delta, _observed, _raw_write, _RetryCounter, _version,
+    CITIES, EPOCH, HORIZON, MANY_OPS, ONE_OPS, RAW_LOOKUP, Timeline, _Values, _choose, _compare, _git_state, _latency,
+    _loadavg, _machine, _neo4j_info, _observed, _raw_write, _RetryCounter, _version,
     _write_tenant_cleanup,
 )
-from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta
+from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta, Op
 from sgam.graph.schema import Schema
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
@@ -60,6 +74,7 @@ FACTS_PER_PERSON = 10
 HOT_SHARE, HOT_FACTS = 0.01, 0.15
 COMPANY_SHARE = 0.04  # of the facts, about companies (where they are)
 PERSONS_PER_COMPANY = 20
+CACHE_SLOTS = 20_000  # slot states the generator keeps built (the hot ones); others are rebuilt
 ACTORS = (("user:self", EpisodeKind.MESSAGE), ("agent:support", EpisodeKind.MESSAGE),
           ("tool:crm", EpisodeKind.TOOL_RESULT))
 OPERATIONS = ("current", "as_of", "history", "traverse", "context")
@@ -88,6 +103,13 @@ SCHEMA = Schema.from_data({
                        "subject_types": ["Company"]},
     },
 }, origin="sgam.bench_scale")
+
+MEMORY_NOTE = ("python.rss_mb / peak_rss_mb: the harness process (stream, SGAM, driver), now and the "
+               "highest so far; python.sgam_peak_growth_mb: per phase, the process's peak resident memory "
+               "during the phase minus its resident memory at the start (VmHWM reset through "
+               "/proc/self/clear_refs after a gc): bulk_import (building the history's MemoryDelta models "
+               "and import_history), write_many (the timed window), lookups (warm-up and timed reads); "
+               "memory the allocator reuses is not counted, so a lower bound; None where not Linux")
 
 # Raw baselines: the same indexed entry point, no temporal predicate.
 RAW_HISTORY = """
@@ -130,28 +152,179 @@ class _ScaleValues(_Values):
         return super().draw(attribute, subject, at)
 
 
-@dataclass
+ATTRIBUTES = (*PERSON_WEIGHTS, "located_in")  # attribute codes; located_in is the company attribute
+LOCATED_IN, KNOWS, WORKS_AT = (ATTRIBUTES.index(a) for a in ("located_in", "knows", "works_at"))
+OPS = (Op.ASSERT, Op.RETRACT, Op.CORRECT)
+NO_VALUE = 0
+_SECOND, _MICRO = timedelta(seconds=1), timedelta(microseconds=1)
+_DATETIME_OFFSET = 10**6  # datetime values are seconds from EPOCH (a backdated one can be a day before it)
+
+
+class _Codec:
+    """The stream's values as positive ints (``NO_VALUE`` = no value), one code space per attribute.
+
+    Entity ids are their number, dates their ordinal, datetimes (whole seconds) their offset from
+    EPOCH, other strings an index into a table. Codes are equal exactly when the values (and so
+    their value keys) are, which lets the generator compare codes where it compared value keys.
+    """
+
+    def __init__(self) -> None:
+        self.kinds = [SCHEMA.attribute(a).value_type for a in ATTRIBUTES]
+        self.tables: list[dict[Any, int]] = [{} for _ in ATTRIBUTES]
+        self.values: list[list[Any]] = [[None] for _ in ATTRIBUTES]
+
+    def encode(self, attribute: int, value: Any) -> int:
+        if attribute == KNOWS:
+            return int(value[2:]) + 1
+        if attribute == WORKS_AT:
+            return int(value[3:]) + 1
+        kind = self.kinds[attribute]
+        if kind == "datetime":
+            return (value - EPOCH) // _SECOND + _DATETIME_OFFSET
+        if kind == "date":
+            return value.toordinal()
+        table = self.tables[attribute]
+        code = table.get(value)
+        if code is None:
+            code = table[value] = len(self.values[attribute])
+            self.values[attribute].append(value)
+        return code
+
+    def decode(self, attribute: int, code: int) -> Any:
+        if code == NO_VALUE:
+            return None
+        if attribute == KNOWS:
+            return Stream.person(code - 1)
+        if attribute == WORKS_AT:
+            return Stream.company(code - 1)
+        kind = self.kinds[attribute]
+        if kind == "datetime":
+            return EPOCH + timedelta(seconds=code - _DATETIME_OFFSET)
+        if kind == "date":
+            return date.fromordinal(code)
+        return self.values[attribute][code]
+
+
+class _SlotState:
+    """The expected state of one slot, as ``sgam.bench.Slot`` keeps it, over codes and microseconds.
+
+    Timelines are ``sgam.bench.Timeline`` with value codes for value keys, microseconds from EPOCH
+    for instants and episode numbers for episode ids (each a one-to-one renaming, so the same
+    decisions). ``indices`` are the slot's deltas in arrival order (positions in the stream).
+    """
+
+    __slots__ = ("many", "one", "members", "indices")
+
+    def __init__(self, many: bool) -> None:
+        self.many = many
+        self.one = Timeline()
+        self.members: dict[int, Timeline] = {}
+        self.indices: list[int] = []
+
+    def apply(self, stream: Stream, index: int) -> None:
+        op, code = OPS[stream._op[index]].value, stream._value[index]
+        at, episode = stream._valid_from[index] * 1_000_000, stream._episode[index]
+        if self.many:
+            timeline = self.members.get(code)
+            if timeline is None:
+                timeline = self.members[code] = Timeline()
+            timeline.apply(op, "member", at, episode)  # type: ignore[arg-type]
+        else:
+            self.one.apply(op, code or None, at, episode)  # type: ignore[arg-type]
+        self.indices.append(index)
+
+
+class SlotModel:
+    """The expected answers for one slot after a prefix of the stream (for the correctness check)."""
+
+    def __init__(self, stream: Stream, attribute: int, state: _SlotState) -> None:
+        self._stream, self._attribute, self._state = stream, attribute, state
+
+    def _key(self, code: int) -> str:
+        value = self._stream.codec.decode(self._attribute, code)
+        return SCHEMA.coerce(ATTRIBUTES[self._attribute], value)[1]
+
+    def expected(self, instant: datetime) -> tuple[str, ...]:
+        """Sorted value keys expected at ``instant`` (empty: nothing holds), like ``Slot.expected``."""
+        at = (instant - EPOCH) // _MICRO
+        if self._state.many:
+            return tuple(sorted(self._key(c) for c, t in self._state.members.items() if t.value_at(at)))
+        held = self._state.one.value_at(at)  # type: ignore[arg-type]
+        return () if held is None else (self._key(held),)
+
+
+_SORTED = sorted(ATTRIBUTES)
+
+
+def _ranks() -> Any:
+    import numpy as np
+
+    return np.array([_SORTED.index(a) for a in ATTRIBUTES], dtype=np.int64)
+
+
+class _SlotKeys(Sequence):  # type: ignore[type-arg]
+    """Sorted slot keys packed in an int64 array, read as ``(subject, attribute)`` tuples."""
+
+    def __init__(self, keys: Any) -> None:
+        self.keys = keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> tuple[str, str]:  # type: ignore[override]
+        key = int(self.keys[index])
+        number = (key >> 8) & 0xFFFFFFFF
+        subject = Stream.person(number) if key >> 40 else Stream.company(number)
+        return subject, _SORTED[key & 0xFF]
+
+    def without(self, attribute: str) -> _SlotKeys:
+        return _SlotKeys(self.keys[(self.keys & 0xFF) != _SORTED.index(attribute)])
+
+
 class Stream:
-    """The deterministic delta stream; ``take(n)`` extends it, ``slots`` is the expected state."""
+    """The deterministic delta stream: ``take(n)`` extends it; ``deltas`` / ``episodes`` build models.
 
-    seed: int
-    final_size: int
-    tenant: str = "bench-scale"
-    deltas: list[MemoryDelta] = field(default_factory=list)
-    episodes: list[Episode] = field(default_factory=list)
-    slots: dict[tuple[str, str], Slot] = field(default_factory=dict)
-    ops: Counter = field(default_factory=Counter)
-    positions: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    Compact: each delta is a row of typed arrays (subject, attribute, value code, valid_from in
+    seconds, episode, op, confidence in hundredths, the slot's previous delta), each episode its
+    instant and actor, each slot its last delta and count; under 40 bytes a delta. ``MemoryDelta``
+    and ``Episode`` models are built only for the range asked for. The generator needs each slot's
+    expected state (``sgam.bench.Timeline``): the slots in use are kept in a bounded LRU cache and
+    any other is rebuilt from its deltas (following the previous-delta links), so the generated
+    data are what the list-keeping version generated, seed for seed.
+    """
 
-    def __post_init__(self) -> None:
-        self.rng = random.Random(self.seed)
+    def __init__(self, seed: int, final_size: int, tenant: str = "bench-scale",
+                 cache_slots: int = CACHE_SLOTS) -> None:
+        self.seed, self.final_size, self.tenant = seed, final_size, tenant
+        self.rng = random.Random(seed)
         self.values = _ScaleValues(self.rng, self)
+        self.codec = _Codec()
         self.attributes = list(PERSON_WEIGHTS)
         self.weights = list(PERSON_WEIGHTS.values())
+        self._attribute_code = {name: i for i, name in enumerate(ATTRIBUTES)}
+        self._many = [SCHEMA.attribute(a).cardinality is Cardinality.MANY for a in ATTRIBUTES]
         self.pool = 50
         self.companies = 5
+        self.ops: Counter = Counter()
         self._left = 0
-        self._actor = ACTORS[0]
+        self._actor_code = 0
+        # one row per delta
+        self._subject = array("i")  # person number, or -1 - company number
+        self._attr = array("B")
+        self._value = array("q")
+        self._valid_from = array("q")  # whole seconds from EPOCH
+        self._episode = array("i")
+        self._op = array("B")
+        self._confidence = array("B")  # hundredths
+        self._previous = array("i")  # the slot's previous delta, -1 for its first
+        # one row per episode
+        self._occurred = array("q")  # microseconds from EPOCH
+        self._actor = array("B")
+        # one row per slot: person p's attribute a at p * 8 + a; company c's located_in at c
+        self._person_last, self._person_count = array("i"), array("i")
+        self._company_last, self._company_count = array("i"), array("i")
+        self._cache: OrderedDict[int, _SlotState] = OrderedDict()
+        self._cache_slots = cache_slots
 
     @staticmethod
     def person(index: int) -> str:
@@ -161,60 +334,269 @@ class Stream:
     def company(index: int) -> str:
         return f"co-{index:06d}"
 
-    def _subject(self) -> tuple[str, str, str]:
+    def __len__(self) -> int:
+        return len(self._op)
+
+    @property
+    def episode_count(self) -> int:
+        return len(self._actor)
+
+    @property
+    def slot_count(self) -> int:
+        """Slots (subject, attribute) with at least one delta."""
+        return sum(1 for c in self._person_count if c) + sum(1 for c in self._company_count if c)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes in the stream's arrays (the slot-state cache and value tables not counted)."""
+        arrays = (self._subject, self._attr, self._value, self._valid_from, self._episode, self._op,
+                  self._confidence, self._previous, self._occurred, self._actor, self._person_last,
+                  self._person_count, self._company_last, self._company_count)
+        return sum(a.itemsize * len(a) for a in arrays)
+
+    @property
+    def max_slot_history(self) -> int:
+        """The most deltas any one slot received."""
+        return max(max(self._person_count, default=0), max(self._company_count, default=0))
+
+    # -- slots --------------------------------------------------------------------------------------
+
+    def _subject_id(self, code: int) -> str:
+        return self.person(code) if code >= 0 else self.company(-1 - code)
+
+    def _slot_id(self, subject: int, attribute: int) -> int:
+        """Person slots are >= 0, company slots < 0."""
+        return subject * LOCATED_IN + attribute if subject >= 0 else subject
+
+    def _last(self, slot: int) -> int:
+        last = self._person_last if slot >= 0 else self._company_last
+        index = slot if slot >= 0 else -1 - slot
+        return last[index] if index < len(last) else -1
+
+    def _link(self, slot: int, index: int) -> None:
+        last, count = ((self._person_last, self._person_count) if slot >= 0
+                       else (self._company_last, self._company_count))
+        at = slot if slot >= 0 else -1 - slot
+        if at >= len(last):
+            grow = max(at + 1 - len(last), 4096)
+            last.extend(array("i", [-1]) * grow)
+            count.extend(array("i", [0]) * grow)
+        self._previous.append(last[at])
+        last[at] = index
+        count[at] += 1
+
+    def _indices(self, slot: int, stop: int | None = None) -> list[int]:
+        """The slot's deltas in arrival order (those before ``stop`` only, if given)."""
+        out, index, previous = [], self._last(slot), self._previous
+        while index >= 0:
+            if stop is None or index < stop:
+                out.append(index)
+            index = previous[index]
+        out.reverse()
+        return out
+
+    def _state(self, slot: int, attribute: int, stop: int | None = None) -> _SlotState:
+        state = _SlotState(self._many[attribute])
+        for index in self._indices(slot, stop):
+            state.apply(self, index)
+        return state
+
+    def _live(self, slot: int, attribute: int) -> _SlotState:
+        state = self._cache.get(slot)
+        if state is not None:
+            self._cache.move_to_end(slot)
+            return state
+        state = self._cache[slot] = self._state(slot, attribute)
+        if len(self._cache) > self._cache_slots:
+            self._cache.popitem(last=False)
+        return state
+
+    def model(self, subject: str, attribute: str, size: int) -> SlotModel:
+        """The expected state of ``(subject, attribute)`` after the first ``size`` deltas."""
+        code = int(subject[2:]) if subject.startswith("p-") else -1 - int(subject[3:])
+        attr = self._attribute_code[attribute]
+        return SlotModel(self, attr, self._state(self._slot_id(code, attr), attr, size))
+
+    def slot_keys(self, size: int) -> _SlotKeys:
+        """The slots written by the first ``size`` deltas, sorted as ``(subject, attribute)`` tuples."""
+        import numpy as np
+
+        subject = np.frombuffer(self._subject, dtype=np.int32, count=size).astype(np.int64)
+        rank = _ranks()[np.frombuffer(self._attr, dtype=np.uint8, count=size)]
+        # "co-..." sorts before "p-...", each by number (fixed width), then the attribute by name
+        group = (subject >= 0).astype(np.int64)
+        number = np.where(subject >= 0, subject, -1 - subject)
+        return _SlotKeys(np.unique((group << 40) | (number << 8) | rank))
+
+    def subjects_with(self, attribute: str, size: int) -> list[str]:
+        """Sorted subjects that the first ``size`` deltas gave ``attribute``."""
+        import numpy as np
+
+        subject = np.frombuffer(self._subject, dtype=np.int32, count=size)
+        chosen = np.frombuffer(self._attr, dtype=np.uint8, count=size) == self._attribute_code[attribute]
+        return sorted(self._subject_id(int(code)) for code in np.unique(subject[chosen]))
+
+    # -- generating ---------------------------------------------------------------------------------
+
+    def _pick_subject(self) -> tuple[int, int]:
         rng = self.rng
         if rng.random() < COMPANY_SHARE:
-            return self.company(rng.randrange(self.companies)), "Company", "located_in"
-        attribute = rng.choices(self.attributes, self.weights)[0]
+            return -1 - rng.randrange(self.companies), LOCATED_IN
+        attribute = self._attribute_code[rng.choices(self.attributes, self.weights)[0]]
         if rng.random() < HOT_FACTS:
             hot = max(1, int(self.pool * HOT_SHARE))
-            return self.person(int(hot * rng.random() ** 2)), "Person", attribute
-        return self.person(rng.randrange(self.pool)), "Person", attribute
+            return int(hot * rng.random() ** 2), attribute
+        return rng.randrange(self.pool), attribute
 
     def take(self, n: int) -> None:
         """Append the next ``n`` deltas (and the episodes they cite) to the stream."""
         span = (HORIZON - EPOCH).total_seconds()
         rng = self.rng
         for _ in range(n):
-            i = len(self.deltas)
+            i = len(self._op)
             self.pool = max(50, i // FACTS_PER_PERSON + 1)
             self.companies = max(5, self.pool // PERSONS_PER_COMPANY)
             base = EPOCH + timedelta(seconds=span * i / self.final_size + rng.uniform(0, 3600))
             if self._left == 0:
-                self._actor = rng.choice(ACTORS)
+                self._actor_code = ACTORS.index(rng.choice(ACTORS))
                 self._left = rng.randint(5, 15)
-                self.episodes.append(Episode(
-                    tenant_id=self.tenant, id=f"ep-{len(self.episodes):08d}", occurred_at=base,
-                    kind=self._actor[1], actor=self._actor[0],
-                    content=f"scale episode {len(self.episodes)} (seed {self.seed})"))
+                self._occurred.append((base - EPOCH) // _MICRO)
+                self._actor.append(self._actor_code)
             self._left -= 1
-            subject, subject_type, attribute = self._subject()
-            many = SCHEMA.attribute(attribute).cardinality is Cardinality.MANY
-            slot = self.slots.setdefault((subject, attribute), Slot(many=many))
-            kind, delta = _next_delta(rng, self.values, slot, self.tenant, subject, attribute, base,
-                                      self.episodes[-1].id, self._actor[0])
-            if delta.subject_type != subject_type:
-                delta = delta.model_copy(update={"subject_type": subject_type})
-            vkey = None if delta.value is None else SCHEMA.coerce(attribute, delta.value)[1]
-            slot.apply(delta, vkey)
-            self.positions.setdefault((subject, attribute), []).append(i)
-            self.deltas.append(delta)
+            subject, attribute = self._pick_subject()
+            slot = self._slot_id(subject, attribute)
+            state = self._live(slot, attribute)
+            kind, (op, code, valid_from, episode, confidence) = self._next(state, subject, attribute, base)
+            self._subject.append(subject)
+            self._attr.append(attribute)
+            self._op.append(op)
+            self._value.append(code)
+            self._valid_from.append(valid_from)
+            self._episode.append(episode)
+            self._confidence.append(confidence)
+            self._link(slot, i)
+            state.apply(self, i)
             self.ops[kind] += 1
+
+    def _next(self, state: _SlotState, subject: int, attribute: int,
+              base: datetime) -> tuple[str, tuple[int, int, int, int, int]]:
+        """The next delta of a slot, as ``sgam.bench._next_delta`` makes it (the same draws, in order)."""
+        rng, name = self.rng, ATTRIBUTES[attribute]
+        episode = len(self._actor) - 1
+
+        def draw(at: datetime) -> int:
+            return self.codec.encode(attribute, self.values.draw(name, self._subject_id(subject), at))
+
+        def delta(op: int, code: int, at: datetime) -> tuple[int, int, int, int, int]:
+            confidence = round(rng.uniform(0.6, 1.0), 2)
+            return op, code, (at - EPOCH) // _SECOND, episode, round(confidence * 100)
+
+        def backdated() -> datetime:
+            return max(EPOCH, base - timedelta(days=rng.uniform(1, 400)))
+
+        if not state.indices:
+            return "create", delta(0, draw(base), base)
+        kind = _choose(rng, MANY_OPS if state.many else ONE_OPS)
+        if kind == "replay":
+            j = rng.choice(state.indices)
+            return "replay", (self._op[j], self._value[j], self._valid_from[j], self._episode[j],
+                              self._confidence[j])
+        at = (base - EPOCH) // _MICRO
+        if state.many:
+            values, members = self._value, state.members
+            held = [j for j in state.indices
+                    if values[j] != NO_VALUE and (t := members.get(values[j])) is not None and t.value_at(at)]
+            if kind == "retract" and held:
+                return "retract", delta(1, values[rng.choice(held)], base)
+            if kind == "reassert" and held:
+                return "reassert", delta(0, values[rng.choice(held)], base)
+            if kind == "backdated":
+                code = draw(base)
+                return "backdated", delta(0, code, backdated())
+            return "add", delta(0, draw(base), base)
+        if kind == "reassert":
+            current = state.one.value_at(at)  # type: ignore[arg-type]
+            if current is not None:  # a delta of this slot set it: re-assert that value
+                return "reassert", delta(0, current, base)  # type: ignore[arg-type]
+            kind = "change"
+        if kind == "retract":
+            return "retract", delta(1, NO_VALUE, base)
+        if kind == "correct":
+            return "correct", delta(2, draw(base), base)
+        if kind == "backdated":
+            when = backdated()
+            return "backdated", delta(0, draw(when), when)
+        return "change", delta(0, draw(base), base)
+
+    # -- models for a range -------------------------------------------------------------------------
+
+    def deltas(self, start: int = 0, stop: int | None = None) -> Iterator[MemoryDelta]:
+        """``MemoryDelta`` models of the deltas ``start:stop``, built one at a time."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        decode, actor = self.codec.decode, self._actor
+        for i in range(start, stop):
+            subject, attribute, episode = self._subject[i], self._attr[i], self._episode[i]
+            yield MemoryDelta(
+                tenant_id=self.tenant, subject=self._subject_id(subject), attribute=ATTRIBUTES[attribute],
+                value=decode(attribute, self._value[i]), valid_from=EPOCH + timedelta(seconds=self._valid_from[i]),
+                source_episode_id=f"ep-{episode:08d}", op=OPS[self._op[i]],
+                asserted_by=ACTORS[actor[episode]][0], confidence=self._confidence[i] / 100,
+                subject_type="Person" if subject >= 0 else "Company")
+
+    def episodes(self, start: int = 0, stop: int | None = None) -> Iterator[Episode]:
+        """``Episode`` models of the episodes ``start:stop``, built one at a time."""
+        stop = self.episode_count if stop is None else min(stop, self.episode_count)
+        for k in range(start, stop):
+            actor, kind = ACTORS[self._actor[k]]
+            yield Episode(tenant_id=self.tenant, id=f"ep-{k:08d}",
+                          occurred_at=EPOCH + timedelta(microseconds=self._occurred[k]),
+                          kind=kind, actor=actor, content=f"scale episode {k} (seed {self.seed})")
 
 
 # -- measuring ---------------------------------------------------------------------------------------
 
 
-def _rss_mb() -> dict[str, float | None]:
-    current = None
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                current = round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-    return {"rss_mb": current, "peak_rss_mb": round(peak, 1)}
+class _Memory:
+    """This process's resident memory: now, its peak so far, and each phase's peak growth."""
+
+    def __init__(self) -> None:
+        self.peak_kb = 0
+
+    @staticmethod
+    def _status() -> dict[str, int]:
+        try:
+            lines = Path("/proc/self/status").read_text().splitlines()
+        except OSError:
+            return {}
+        return {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in lines)
+                if k in ("VmRSS", "VmHWM")}
+
+    @contextmanager
+    def phase(self, name: str, into: dict[str, float | None]) -> Iterator[None]:
+        """Record in ``into[name]`` how far the resident memory rose above its level at the start (MB)."""
+        gc.collect()
+        status = self._status()
+        self.peak_kb = max(self.peak_kb, status.get("VmHWM", 0))
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux >= 4.0)
+            start = self._status().get("VmRSS")
+        except OSError:
+            start = None
+        try:
+            yield
+        finally:
+            peak = self._status().get("VmHWM")
+            self.peak_kb = max(self.peak_kb, peak or 0)
+            # the kernel's counters can lag a few pages: a phase that took nothing reads as 0
+            into[name] = None if start is None or peak is None else round(max(0, peak - start) / 1024, 1)
+
+    def snapshot(self) -> dict[str, float | None]:
+        status = self._status()
+        self.peak_kb = max(self.peak_kb, status.get("VmHWM", 0),
+                           resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # kB on Linux
+        current = status.get("VmRSS")
+        return {"rss_mb": None if current is None else round(current / 1024, 1),
+                "peak_rss_mb": round(self.peak_kb / 1024, 1)}
 
 
 def _heap(graph: Any) -> dict[str, Any]:
@@ -259,15 +641,17 @@ def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, answer
 
 
-def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int,
-             seed: int) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
-    """Timed reads with their raw baselines, and the correctness check of current/as_of."""
+def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int, seed: int,
+             memory: Callable[[], Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Timed reads with their raw baselines, and the correctness check of current/as_of.
+
+    ``memory()`` is the context (``_Memory.phase``) the warm-up and the timed reads run in.
+    """
     rng = random.Random(seed * 7919 + size)
-    deltas = stream.deltas[:size]
-    seen = sorted({(d.subject, d.attribute) for d in deltas})
-    slots = [k for k in seen if k[1] != "located_in"] or seen
-    travellers = sorted({d.subject for d in deltas if d.attribute == "knows"}) or [slots[0][0]]
-    horizon = deltas[-1].valid_from
+    seen = stream.slot_keys(size)
+    slots = seen.without("located_in") or seen
+    travellers = stream.subjects_with("knows", size) or [slots[0][0]]
+    horizon = EPOCH + timedelta(seconds=stream._valid_from[size - 1])
     pairs = [rng.choice(slots) for _ in range(lookups)]
     starts = [rng.choice(travellers) for _ in range(lookups)]
     instants = [EPOCH + (horizon - EPOCH) * rng.random() for _ in range(lookups)]
@@ -290,25 +674,26 @@ def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int,
         "raw_traverse": raw(RAW_TRAVERSE, subject=lambda i: starts[i]),
         "raw_context": raw(RAW_CONTEXT, subject=subject),
     }
-    for _ in range(min(WARMUP, lookups)):
-        j = rng.randrange(lookups)
-        for call in variants.values():
-            call(j)
     names = list(variants)
     samples: dict[str, list[float]] = {name: [] for name in names}
     answers: dict[str, list[Any]] = {"current": [None] * lookups, "as_of": [None] * lookups}
-    for i in range(lookups):
-        for name in names[i % len(names):] + names[:i % len(names)]:  # rotate to spread drift
-            seconds, answer = _timed(lambda: variants[name](i))
-            samples[name].append(seconds)
-            if name in answers:
-                answers[name][i] = answer
+    with memory():
+        for _ in range(min(WARMUP, lookups)):
+            j = rng.randrange(lookups)
+            for call in variants.values():
+                call(j)
+        for i in range(lookups):
+            for name in names[i % len(names):] + names[:i % len(names)]:  # rotate to spread drift
+                seconds, answer = _timed(lambda: variants[name](i))
+                samples[name].append(seconds)
+                if name in answers:
+                    answers[name][i] = answer
 
     now = datetime.now(timezone.utc)
     bad = Counter()
     examples: list[dict[str, Any]] = []
     for i, key in enumerate(pairs):
-        model = _prefix_slot(stream, key, size)
+        model = stream.model(*key, size)
         for name, instant in (("current", now), ("as_of", instants[i])):
             expected, observed = model.expected(instant), _observed(answers[name][i])
             if expected != observed:
@@ -325,17 +710,6 @@ def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int,
                    "as_of_mismatches": bad["as_of"], "examples": examples}
     questions = [{"subject": s, "attribute": a, "as_of": t.isoformat()} for (s, a), t in zip(pairs, instants)]
     return result, correctness, questions
-
-
-def _prefix_slot(stream: Stream, key: tuple[str, str], size: int) -> Slot:
-    """The expected state of ``key`` after the first ``size`` deltas (replayed into a fresh model)."""
-    model = Slot(many=stream.slots[key].many)
-    for index in stream.positions[key]:
-        if index >= size:
-            break
-        delta = stream.deltas[index]
-        model.apply(delta, None if delta.value is None else SCHEMA.coerce(delta.attribute, delta.value)[1])
-    return model
 
 
 # -- Graphiti (optional: sgam.bench_graphiti comes with the Graphiti comparison) -------------------
@@ -398,45 +772,57 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
     store_dir = _store_dir(graph)
     rows: list[dict[str, Any]] = []
     generate_s = 0.0
+    memory = _Memory()
     try:
         for size in sizes:
             t0 = time.perf_counter()
-            stream.take(size - len(stream.deltas))
+            stream.take(size - len(stream))
             generate_s += time.perf_counter() - t0
             w = min(window, max(1, size // 2))
-            log(f"size {size:,}: {len(stream.episodes):,} episodes so far; loading {size - w:,} in bulk, "
+            log(f"size {size:,}: {stream.episode_count:,} episodes; loading {size - w:,} in bulk, "
                 f"then {w:,} through write_many")
             graph.delete_tenant(tenant)
             graph.delete_tenant(raw_tenant)
-            deltas = stream.deltas[:size]
-            cited = {d.source_episode_id for d in deltas}
-            episodes = [e for e in stream.episodes if e.id in cited]
-            t0 = time.perf_counter()
-            for i in range(0, len(episodes), EPISODE_BATCH):
-                graph.record_episodes(episodes[i:i + EPISODE_BATCH])
-            episodes_s = time.perf_counter() - t0
+            sgam_mb: dict[str, float | None] = {}
+            # every episode so far is cited: each one's first delta is among the first `size`
+            episodes_s = 0.0
+            for start in range(0, stream.episode_count, EPISODE_BATCH):
+                batch_of_episodes = list(stream.episodes(start, start + EPISODE_BATCH))
+                t0 = time.perf_counter()
+                graph.record_episodes(batch_of_episodes)
+                episodes_s += time.perf_counter() - t0
+            del batch_of_episodes
 
-            t0 = time.perf_counter()
-            imported = graph.import_history(deltas[:size - w])
-            bulk_s = time.perf_counter() - t0
+            with memory.phase("bulk_import", sgam_mb):  # import_history holds the whole history
+                history = list(stream.deltas(0, size - w))
+                t0 = time.perf_counter()
+                imported = graph.import_history(history)
+                bulk_s = time.perf_counter() - t0
+                rejected = len(imported.rejected)
+                del history, imported
             log(f"  bulk import {size - w:,} in {bulk_s:.1f}s")
 
             retries.take()
-            raw_s = _raw_write(graph, deltas[size - w:], raw_tenant, 2_000)
-            t0 = time.perf_counter()
-            batch = graph.write_many(deltas[size - w:])
-            write_s = time.perf_counter() - t0
+            recent = list(stream.deltas(size - w, size))
+            raw_s = _raw_write(graph, recent, raw_tenant, 2_000)
+            with memory.phase("write_many", sgam_mb):
+                t0 = time.perf_counter()
+                batch = graph.write_many(recent)
+                write_s = time.perf_counter() - t0
             log(f"  write_many {w:,} in {write_s:.1f}s (raw {raw_s:.1f}s)")
             _write_tenant_cleanup(graph, raw_tenant)
-            rejected = len(imported.rejected) + len(batch.rejected)
+            rejected += len(batch.rejected)
+            outcomes = dict(sorted(Counter(r.outcome for r in batch.results).items()))
+            del recent, batch
 
             graph.store.run_write("CALL db.clearQueryCaches()", {})
-            lookup, correctness, questions = _lookups(graph, stream, size, tenant, lookups, seed)
+            lookup, correctness, questions = _lookups(graph, stream, size, tenant, lookups, seed,
+                                                      lambda: memory.phase("lookups", sgam_mb))
             log(f"  lookups: {correctness['current_mismatches']} current / "
                 f"{correctness['as_of_mismatches']} as_of mismatches")
             counts = graph.store.read(STORE_COUNTS, {"tenant": tenant})[0]
             row = {
-                "size": size, "window": w, "episodes": len(episodes),
+                "size": size, "window": w, "episodes": stream.episode_count,
                 "stored": {"entities": counts["entities"], "fact_rows": counts["facts"],
                            "believed_rows": counts["believed"]},
                 "bulk_import": {"deltas": size - w, "seconds": round(bulk_s, 3),
@@ -445,13 +831,13 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 "writes": {"sgam_facts_per_s": round(w / write_s, 1), "raw_facts_per_s": round(w / raw_s, 1),
                            "sgam_seconds": round(write_s, 3), "raw_seconds": round(raw_s, 3),
                            "ratio": round(write_s / raw_s, 3),
-                           "outcomes": dict(sorted(Counter(r.outcome for r in batch.results).items())),
+                           "outcomes": outcomes,
                            "rejected": rejected, "driver_retries": retries.take()},
                 "lookups": lookup,
                 "correctness": correctness,
                 "store_bytes": _dir_bytes(store_dir),
                 "neo4j_heap": _heap(graph),
-                "python": _rss_mb(),
+                "python": {**memory.snapshot(), "sgam_peak_growth_mb": sgam_mb},
             }
             probe = graphiti if graphiti is not None else size <= GRAPHITI_MAX
             if probe:
@@ -472,11 +858,12 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
             "params": {"sizes": sizes, "seed": seed, "window": window, "lookups": lookups,
                        "warmup": WARMUP, "schema": f"{SCHEMA.name} v{SCHEMA.version}",
                        "traversal": list(PATH), "context": "exact facts only (expand=False)",
-                       "store_dir": None if store_dir is None else str(store_dir), "tenant": tenant},
-            "dataset": {"deltas": len(stream.deltas), "episodes": len(stream.episodes),
-                        "slots": len(stream.slots), "ops": dict(sorted(stream.ops.items())),
-                        "generate_seconds": round(generate_s, 3),
-                        "max_deltas_per_slot": max(len(v) for v in stream.positions.values())},
+                       "store_dir": None if store_dir is None else str(store_dir), "tenant": tenant,
+                       "memory": MEMORY_NOTE},
+            "dataset": {"deltas": len(stream), "episodes": stream.episode_count,
+                        "slots": stream.slot_count, "ops": dict(sorted(stream.ops.items())),
+                        "generate_seconds": round(generate_s, 3), "stream_mb": round(stream.nbytes / 2**20, 1),
+                        "max_deltas_per_slot": stream.max_slot_history},
             "sizes": rows,
         }
     finally:
@@ -520,6 +907,11 @@ def _ms(entry: dict[str, Any], side: str, q: str) -> str:
     return f"{entry[side][f'{q}_ms']:.2f}"
 
 
+def _sgam_mb(row: dict[str, Any]) -> str:
+    grown = row["python"].get("sgam_peak_growth_mb", {})
+    return " / ".join("n/a" if grown.get(k) is None else f"{grown[k]:,.0f}" for k in ("write_many", "lookups"))
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The result as Markdown tables: one row per size and measure, SGAM next to raw."""
     p, m = result["params"], result["machine"]
@@ -538,9 +930,9 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{e['ratio_p50']:.2f}x | {_ms(e, 'sgam', 'p99')} | {_ms(e, 'raw', 'p99')} | "
                          f"{e['ratio_p99']:.2f}x |")
     lines += ["", "| facts | write_many facts/s | raw facts/s | time ratio | bulk import facts/s | "
-              "fact rows | store MB | heap used MB | Python RSS MB | mismatches | Graphiti search p50 ms | "
-              "Graphiti p50 / current p50 |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "fact rows | store MB | heap used MB | harness RSS MB | SGAM MB write_many / lookups | "
+              "mismatches | Graphiti search p50 ms | Graphiti p50 / current p50 |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in result["sizes"]:
         w, g = row["writes"], row["graphiti"]
         store = "n/a" if row["store_bytes"] is None else f"{row['store_bytes'] / 2**20:,.0f}"
@@ -550,7 +942,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {row['size']:,} | {w['sgam_facts_per_s']:,.0f} | {w['raw_facts_per_s']:,.0f} | "
                      f"{w['ratio']:.2f}x | {row['bulk_import']['facts_per_s']:,.0f} | "
                      f"{row['stored']['fact_rows']:,} | {store} | {row['neo4j_heap'].get('heap_used_mb')} | "
-                     f"{row['python']['rss_mb']} | {bad} | {search} | {ratio} |")
+                     f"{row['python']['rss_mb']} | {_sgam_mb(row)} | {bad} | {search} | {ratio} |")
     skipped = [f"{r['size']:,}: {r['graphiti']['skipped']}" for r in result["sizes"] if "skipped" in r["graphiti"]]
     if skipped:
         lines += ["", "Graphiti: " + "; ".join(skipped)]

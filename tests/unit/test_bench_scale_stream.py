@@ -1,0 +1,87 @@
+"""The scale benchmark's compact stream (no Neo4j): the same data as the list-keeping stream it
+replaced, independent of its slot-state cache, and a correctness model that agrees with
+``sgam.bench.Slot`` applied to the built ``MemoryDelta`` models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from sgam import bench, bench_scale
+
+# sha256 over json.dumps(model_dump(mode="json"), sort_keys=True) of each model, in order, as the
+# stream generated them before it was made compact (seed 7, final size 1M: the default run's
+# stream; its first 6,000 deltas and the 626 episodes they cite).
+PINNED_DELTAS = "f7cb4ff581748fe9aebe10408d6409483ca12501f3dc559e8b88708333ea41ec"
+PINNED_EPISODES = "f47e41545178910e1111c63682b6fe6812fabb75e1b09f18c8f41818364aac57"
+PINNED_OPS = {"add": 546, "backdated": 415, "change": 1334, "correct": 230, "create": 2418,
+              "reassert": 601, "replay": 185, "retract": 271}
+
+
+def _digest(models: Iterable[BaseModel]) -> str:
+    digest = hashlib.sha256()
+    for model in models:
+        digest.update(json.dumps(model.model_dump(mode="json"), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def test_the_stream_is_the_pinned_stream() -> None:
+    stream = bench_scale.Stream(seed=7, final_size=1_000_000)
+    stream.take(2_500)  # grown in steps, as the benchmark grows it through its sizes
+    stream.take(3_500)
+    assert len(stream) == 6_000 and stream.episode_count == 626
+    assert _digest(stream.deltas()) == PINNED_DELTAS
+    assert _digest(stream.episodes()) == PINNED_EPISODES
+    assert dict(stream.ops) == PINNED_OPS
+    # a slice is the same models as the whole, cut
+    assert _digest(stream.deltas(1_000, 1_200)) == _digest(list(stream.deltas())[1_000:1_200])
+    assert stream.nbytes < 60 * len(stream) + 200_000
+
+
+def test_the_cache_does_not_change_the_stream() -> None:
+    full = bench_scale.Stream(seed=3, final_size=8_000)
+    full.take(8_000)
+    tiny = bench_scale.Stream(seed=3, final_size=8_000, cache_slots=2)  # nearly every slot rebuilt
+    tiny.take(8_000)
+    assert _digest(tiny.deltas()) == _digest(full.deltas())
+    assert tiny.max_slot_history == full.max_slot_history > 20
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), size=st.integers(50, 3_000), cache=st.sampled_from([1, 50, 20_000]))
+def test_the_model_agrees_with_bench_slot(seed: int, size: int, cache: int) -> None:
+    """``Stream.model`` after a prefix = ``sgam.bench.Slot`` fed the prefix's ``MemoryDelta`` models."""
+    stream = bench_scale.Stream(seed=seed, final_size=3_000, cache_slots=cache)
+    stream.take(3_000)
+    slots: dict[tuple[str, str], bench.Slot] = {}
+    for delta in stream.deltas(0, size):
+        many = bench_scale.SCHEMA.attribute(delta.attribute).cardinality.value == "many"
+        vkey = None if delta.value is None else bench_scale.SCHEMA.coerce(delta.attribute, delta.value)[1]
+        slots.setdefault((delta.subject, delta.attribute), bench.Slot(many=many)).apply(delta, vkey)
+    rng = random.Random(seed)
+    now = datetime.now(timezone.utc)
+    for key in rng.sample(sorted(slots), min(40, len(slots))):
+        expected, model = slots[key], stream.model(*key, size)
+        instants = [d.valid_from for d in expected.deltas]
+        instants += [t - timedelta(seconds=1) for t in instants] + [now, bench.EPOCH]
+        for instant in instants:
+            assert model.expected(instant) == expected.expected(instant), (key, instant)
+
+
+def test_slot_keys_and_subjects_match_the_models() -> None:
+    stream = bench_scale.Stream(seed=5, final_size=20_000)
+    stream.take(4_000)
+    deltas = list(stream.deltas(0, 3_000))
+    keys = stream.slot_keys(3_000)
+    assert list(keys) == sorted({(d.subject, d.attribute) for d in deltas})
+    assert list(keys.without("located_in")) == [k for k in keys if k[1] != "located_in"]
+    assert stream.subjects_with("knows", 3_000) == sorted({d.subject for d in deltas if d.attribute == "knows"})
+    assert any(k[0].startswith("co-") for k in keys) and any(k[0].startswith("p-") for k in keys)
