@@ -18,6 +18,7 @@ Steps of one batch, all in one transaction:
 from __future__ import annotations
 
 import gc
+from bisect import bisect_right
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -27,7 +28,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
-from .models import Fact, MemoryDelta, Op, Status
+from .models import Cardinality, Fact, MemoryDelta, Op, Status
 from .reconcile import apply_plan, delta_key, reconcile
 from .schema import Schema, quote_identifier
 
@@ -414,8 +415,9 @@ def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
             replay = subjects[(tenant, subject)]["replay"]
             for attribute, rows in outline.items():
                 slot = deltas.get((tenant, subject, attribute), ())
-                whole = replay or schema.attribute(attribute).gated
-                wanted.extend(_window(rows, slot, whole))
+                spec = schema.attribute(attribute)
+                wanted.extend(_window(rows, slot, replay or spec.gated,
+                                      spec.cardinality is Cardinality.MANY))
     if wanted:
         fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
         with _gc_paused():
@@ -437,24 +439,36 @@ class _Outline:
     status: str | None
 
 
-def _window(rows: Sequence[_Outline], deltas: Sequence[MemoryDelta], whole: bool) -> list[str]:
+def _window(rows: Sequence[_Outline], deltas: Sequence[MemoryDelta], whole: bool,
+            many: bool = False) -> list[str]:
     """Element ids of the believed rows of one slot that its ``deltas`` can touch.
 
-    A delta valid from ``t`` cuts, replaces or extends the version holding at ``t`` and what
-    follows; it can merge with the version ending where that one starts, and nothing earlier.
-    So, with ``t`` the earliest ``valid_from`` of the slot's deltas in the batch and ``since`` the
-    start of the version holding then (or ``t``), the rows still valid at ``since`` are enough.
+    A delta valid from ``t`` cuts, replaces or extends the version holding at ``t`` (or fills the
+    gap around ``t``), and the result can merge only with the versions right before and after
+    that one: a stored timeline is already a run of maximal versions. So for a single-valued
+    attribute the rows around each ``t`` are enough; of a set (one timeline per member, not told
+    apart here) the rows still valid at the start of the version holding at the earliest ``t``.
     Candidates (few) always come, and so does everything (``whole``) for gated attributes, whose
     promotion applies at a candidate's earlier ``valid_from``, for confirmations, and for
     subjects that may see a replay (its keys can be on any row).
     """
     if whole or not deltas or any(d.op is Op.CONFIRM for d in deltas):
         return [r.eid for r in rows]
-    t = min(d.valid_from for d in deltas)
-    since = min([t, *(r.valid_from for r in rows if r.status == Status.CONFIRMED.value
-                      and r.valid_from <= t and (r.valid_to is None or t < r.valid_to))])
-    return [r.eid for r in rows if r.status != Status.CONFIRMED.value or r.valid_to is None
-            or r.valid_to >= since]
+    confirmed = sorted((r for r in rows if r.status == Status.CONFIRMED.value), key=lambda r: r.valid_from)
+    keep = {r.eid for r in rows if r.status != Status.CONFIRMED.value}
+    if many:
+        t = min(d.valid_from for d in deltas)
+        since = min([t, *(r.valid_from for r in confirmed if r.valid_from <= t
+                          and (r.valid_to is None or t < r.valid_to))])
+        keep.update(r.eid for r in confirmed if r.valid_to is None or r.valid_to >= since)
+        return [r.eid for r in rows if r.eid in keep]
+    starts = [r.valid_from for r in confirmed]
+    for d in deltas:
+        # The last version starting at or before t (holding t, or the one before the gap at t),
+        # with its neighbours on both sides.
+        j = bisect_right(starts, d.valid_from) - 1
+        keep.update(r.eid for r in confirmed[max(j - 1, 0):j + 2])
+    return [r.eid for r in rows if r.eid in keep]
 
 
 @contextmanager

@@ -85,6 +85,25 @@ def _expected(value) -> list:
 @given(sequence=operations, batched=st.booleans())
 def test_store_matches_the_oracle(graph: MemoryGraph, sequence, batched) -> None:
     """Random assert/correct/retract sequences, one by one or as one batch, against the oracle."""
+    _matches_the_oracle(graph, sequence, batched)
+
+
+long_histories = st.lists(
+    st.tuples(st.sampled_from(["assert", "assert", "assert", "correct", "retract"]),
+              st.integers(0, 2), st.integers(0, 30), st.booleans()),
+    min_size=15, max_size=40,
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sequence=long_histories, split=st.integers(1, 8))
+def test_long_histories_written_in_batches_match_the_oracle(graph: MemoryGraph, sequence, split) -> None:
+    """The write path reads in full only the stored versions around each delta's valid_from:
+    long random histories, written in batches of ``split``, must still match the oracle."""
+    _matches_the_oracle(graph, sequence, batched=False, batch=split)
+
+
+def _matches_the_oracle(graph: MemoryGraph, sequence, batched: bool, batch: int = 1) -> None:
     tenant = f"p-{uuid.uuid4().hex[:10]}"
     oracle = Oracle()
     deltas = []
@@ -103,6 +122,14 @@ def test_store_matches_the_oracle(graph: MemoryGraph, sequence, batched) -> None
         for delta, result in zip(deltas, results):
             assert _oracle_apply(oracle, delta, EPOCH) == (not isinstance(result.error, Conflict))
             assert result.ok or isinstance(result.error, Conflict), result.message
+    elif batch > 1:
+        for start in range(0, len(deltas), batch):
+            chunk = deltas[start:start + batch]
+            results = graph.write_many(chunk).results
+            now = graph.clock()
+            for delta, result in zip(chunk, results):
+                assert _oracle_apply(oracle, delta, now) == (not isinstance(result.error, Conflict))
+                assert result.ok or isinstance(result.error, Conflict), result.message
     else:
         for delta in deltas:
             try:
