@@ -82,8 +82,8 @@ class BatchResult:
 WriteSteps = Generator[Statement, Records, BatchResult]
 
 # One round trip for the checks. ``mentioned``: subjects that an episode of the batch already
-# mentions, i.e. that may see a replay (an applied delta's episode always mentions its subject). The index hints keep each row a seek: without them, a plan
-# cached while the labels were nearly empty scanned the whole (tenant_id, id) index once per row
+# mentions, i.e. that may see a replay (an applied delta's episode always mentions its subject).
+# The index hints keep each row a seek: without them, a plan cached while the labels were nearly empty scanned the whole (tenant_id, id) index once per row
 # (millions of db hits per batch once the labels filled), and planning afresh on every run cost
 # a few ms per statement.
 CHECK_STORED = """
@@ -135,7 +135,8 @@ OPTIONAL CALL (e, s) {
 }
 RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid,
        collect(CASE WHEN f IS NOT NULL AND f.expired_at IS NULL THEN
-               [elementId(f), f.attribute, toString(f.valid_from), toString(f.valid_to), f.status] END)
+               [elementId(f), f.attribute, toString(f.valid_from), toString(f.valid_to), f.status,
+                f.value_key] END)
          AS outline,
        collect(CASE WHEN s.replay THEN
                [k IN coalesce(f.delta_keys, []) + coalesce(f.expired_by_delta_key, []) WHERE k IN s.keys]
@@ -228,6 +229,7 @@ class _Prepared:
     subject_type: str
     target_type: str | None
     key: str
+    value_key: str = ""
 
 
 def prepare(deltas: Sequence[MemoryDelta], schema: Schema) -> tuple[list[_Prepared], list[DeltaResult]]:
@@ -240,7 +242,7 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema) -> tuple[list[_Prepar
             subject_type = schema.subject_type_for(delta.attribute, delta.subject_type)
             vkey = schema.coerce(delta.attribute, delta.value)[1] if delta.value is not None else ""
             target_type = spec.target if spec.value_type == "entity" else None
-            ready.append(_Prepared(index, delta, subject_type, target_type, delta_key(delta, vkey)))
+            ready.append(_Prepared(index, delta, subject_type, target_type, delta_key(delta, vkey), vkey))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
     return ready, rejected
@@ -399,25 +401,23 @@ def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
     locked = _Locked()
     wanted: list[str] = []
     with _gc_paused():
-        deltas: dict[tuple[str, str, str], list[MemoryDelta]] = {}
+        deltas: dict[tuple[str, str, str], list[_Prepared]] = {}
         for p in prepared:
-            deltas.setdefault(p.delta.key, []).append(p.delta)
+            deltas.setdefault(p.delta.key, []).append(p)
         for record in records:
             tenant, subject = record["tenant_id"], record["id"]
             locked.subject_ids[(tenant, subject)] = record["eid"]
             locked.node_ids[("Entity", tenant, subject)] = record["eid"]
             locked.applied.update(k for keys in record["applied"] for k in keys or ())
             outline: dict[str, list[_Outline]] = {}
-            for eid, attribute, valid_from, valid_to, status in record["outline"]:
+            for eid, attribute, valid_from, valid_to, status, value_key in record["outline"]:
                 outline.setdefault(attribute, []).append(_Outline(
                     eid, datetime.fromisoformat(valid_from),
-                    None if valid_to is None else datetime.fromisoformat(valid_to), status))
-            replay = subjects[(tenant, subject)]["replay"]
+                    None if valid_to is None else datetime.fromisoformat(valid_to), status, value_key))
             for attribute, rows in outline.items():
                 slot = deltas.get((tenant, subject, attribute), ())
                 spec = schema.attribute(attribute)
-                wanted.extend(_window(rows, slot, replay or spec.gated,
-                                      spec.cardinality is Cardinality.MANY))
+                wanted.extend(_window(rows, slot, spec.gated, spec.cardinality is Cardinality.MANY))
     if wanted:
         fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
         with _gc_paused():
@@ -437,37 +437,38 @@ class _Outline:
     valid_from: datetime
     valid_to: datetime | None
     status: str | None
+    value_key: str | None
 
 
-def _window(rows: Sequence[_Outline], deltas: Sequence[MemoryDelta], whole: bool,
+def _window(rows: Sequence[_Outline], deltas: Sequence[_Prepared], gated: bool,
             many: bool = False) -> list[str]:
     """Element ids of the believed rows of one slot that its ``deltas`` can touch.
 
     A delta valid from ``t`` cuts, replaces or extends the version holding at ``t`` (or fills the
     gap around ``t``), and the result can merge only with the versions right before and after
-    that one: a stored timeline is already a run of maximal versions. So for a single-valued
-    attribute the rows around each ``t`` are enough; of a set (one timeline per member, not told
-    apart here) the rows still valid at the start of the version holding at the earliest ``t``.
-    Candidates (few) always come, and so does everything (``whole``) for gated attributes, whose
-    promotion applies at a candidate's earlier ``valid_from``, for confirmations, and for
-    subjects that may see a replay (its keys can be on any row).
+    that one, since a stored timeline is already a run of maximal versions. So the rows around
+    each ``t`` are enough: in the slot's timeline, or for a set in the timeline of the member the
+    delta names. Candidates (few) always come, and everything does for ``gated`` attributes
+    (a promotion applies at the candidate's earlier ``valid_from``) and for confirmations. The
+    idempotency keys of a replay come with the outline, whatever rows are fetched.
     """
-    if whole or not deltas or any(d.op is Op.CONFIRM for d in deltas):
+    if gated or any(p.delta.op is Op.CONFIRM for p in deltas):
         return [r.eid for r in rows]
-    confirmed = sorted((r for r in rows if r.status == Status.CONFIRMED.value), key=lambda r: r.valid_from)
-    keep = {r.eid for r in rows if r.status != Status.CONFIRMED.value}
-    if many:
-        t = min(d.valid_from for d in deltas)
-        since = min([t, *(r.valid_from for r in confirmed if r.valid_from <= t
-                          and (r.valid_to is None or t < r.valid_to))])
-        keep.update(r.eid for r in confirmed if r.valid_to is None or r.valid_to >= since)
-        return [r.eid for r in rows if r.eid in keep]
-    starts = [r.valid_from for r in confirmed]
-    for d in deltas:
+    timelines: dict[str | None, list[_Outline]] = {}
+    keep = set()
+    for r in rows:
+        if r.status != Status.CONFIRMED.value:
+            keep.add(r.eid)
+        else:
+            timelines.setdefault(r.value_key if many else None, []).append(r)
+    for timeline in timelines.values():
+        timeline.sort(key=lambda r: r.valid_from)
+    for p in deltas:
+        timeline = timelines.get(p.value_key if many else None, [])
         # The last version starting at or before t (holding t, or the one before the gap at t),
         # with its neighbours on both sides.
-        j = bisect_right(starts, d.valid_from) - 1
-        keep.update(r.eid for r in confirmed[max(j - 1, 0):j + 2])
+        j = bisect_right([r.valid_from for r in timeline], p.delta.valid_from) - 1
+        keep.update(r.eid for r in timeline[max(j - 1, 0):j + 2])
     return [r.eid for r in rows if r.eid in keep]
 
 
