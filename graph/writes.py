@@ -446,11 +446,12 @@ def _window(rows: Sequence[_Outline], deltas: Sequence[_Prepared], gated: bool,
 
     A delta valid from ``t`` cuts, replaces or extends the version holding at ``t`` (or fills the
     gap around ``t``), and the result can merge only with the versions right before and after
-    that one, since a stored timeline is already a run of maximal versions. So the rows around
-    each ``t`` are enough: in the slot's timeline, or for a set in the timeline of the member the
-    delta names. Candidates (few) always come, and everything does for ``gated`` attributes
-    (a promotion applies at the candidate's earlier ``valid_from``) and for confirmations. The
-    idempotency keys of a replay come with the outline, whatever rows are fetched.
+    that one, since a stored timeline is already a run of maximal versions. So for one delta the
+    rows around its ``t`` are enough: in the slot's timeline, or for a set in the timeline of the
+    member it names; several deltas on one timeline get all of it. Candidates (few) always come,
+    and everything does for ``gated`` attributes (a promotion applies at the candidate's earlier
+    ``valid_from``) and for confirmations. The idempotency keys of a replay come with the
+    outline, whatever rows are fetched.
     """
     if gated or any(p.delta.op is Op.CONFIRM for p in deltas):
         return [r.eid for r in rows]
@@ -463,11 +464,19 @@ def _window(rows: Sequence[_Outline], deltas: Sequence[_Prepared], gated: bool,
             timelines.setdefault(r.value_key if many else None, []).append(r)
     for timeline in timelines.values():
         timeline.sort(key=lambda r: r.valid_from)
+    stated: dict[str | None, list[datetime]] = {}
     for p in deltas:
-        timeline = timelines.get(p.value_key if many else None, [])
+        stated.setdefault(p.value_key if many else None, []).append(p.delta.valid_from)
+    for name, instants in stated.items():
+        timeline = timelines.get(name, [])
+        if len(instants) > 1:
+            # A second delta can meet a version the first one merged into its neighbours, beyond
+            # the first one's window (and so on): the whole timeline, as reconcile would see it.
+            keep.update(r.eid for r in timeline)
+            continue
         # The last version starting at or before t (holding t, or the one before the gap at t),
         # with its neighbours on both sides.
-        j = bisect_right([r.valid_from for r in timeline], p.delta.valid_from) - 1
+        j = bisect_right([r.valid_from for r in timeline], instants[0]) - 1
         keep.update(r.eid for r in timeline[max(j - 1, 0):j + 2])
     return [r.eid for r in rows if r.eid in keep]
 
