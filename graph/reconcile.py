@@ -112,13 +112,16 @@ def reconcile(
     now: datetime,
     *,
     applied: Collection[str] = frozenset(),
+    applied_only: bool = False,
     max_future: timedelta = MAX_FUTURE,
 ) -> WritePlan:
     """Plan the effect of ``delta`` on the stored versions ``existing`` of its slot.
 
     ``existing`` holds the stored rows of the slot: the believed ones at least (retired rows are
     ignored except for the idempotency keys they carry). ``applied`` holds idempotency keys
-    already stored on rows not passed in, so a replayed delta is recognised without them. Raises
+    already stored on rows not passed in, so a replayed delta is recognised without them;
+    ``applied_only`` says it holds those of ``existing`` too (a batch keeps such a set, so a long
+    slot is not searched once per delta). Raises
     :class:`InvalidDelta`, :class:`Conflict` or :class:`~sgam.graph.errors.SchemaViolation` for a
     write that must not happen; a ``confirm`` may also raise :class:`NotAllowed` (an actor the
     schema does not list) or :class:`NotFound` (no such candidate pending).
@@ -144,7 +147,8 @@ def reconcile(
         kind="relation" if spec.value_type == "entity" else "attribute",
         outcome="unchanged", delta_key=key, episode_id=delta.source_episode_id, now=now,
     )
-    if key in applied or any(key in r.delta_keys or r.expired_by_delta_key == key for r in existing):
+    if key in applied or (not applied_only and any(
+            key in r.delta_keys or r.expired_by_delta_key == key for r in existing)):
         return replace(base, message="this delta was already applied (replay)")
 
     believed = sorted(

@@ -505,9 +505,16 @@ def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: dateti
     slots = locked.slots
     rows = slots.get(delta.key, [])
     try:
-        plan = reconcile(rows, delta, schema, now, applied=locked.applied)
+        plan = reconcile(rows, delta, schema, now, applied=locked.applied, applied_only=True)
     except SgamError as exc:
         return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
+    # ``locked.applied`` stays the set of every key the slot's rows carry: stored rows of this
+    # batch's keys are only on subjects a batch episode already mentions, whose keys the lock
+    # step read; the rest are written here.
+    for props in plan.create:
+        locked.applied.update(props["delta_keys"])
+    if plan.expire or plan.support:
+        locked.applied.add(plan.delta_key)
     new_rows = apply_plan(rows, plan)
     slots[delta.key] = new_rows
     for row in new_rows:
