@@ -3,13 +3,16 @@
 A write runs as a generator: it yields a :class:`Statement`, receives the records, and finally
 returns a :class:`BatchResult`. The sync and the async store drive the same generator, so both
 share one write path. Labels and relationship types are values the schema gives (checked there),
-set as Cypher's dynamic ``$(...)`` labels and types; everything else is a parameter.
+set as Cypher's dynamic ``$(...)`` labels and types (the lock step names the schema's fact types
+through ``quote_identifier``); everything else is a parameter.
 
 Steps of one batch, all in one transaction:
 
-1. check that every source episode exists and that existing entities have the expected types;
-2. lock the subjects (``MERGE`` + ``SET``, in sorted order so concurrent batches cannot deadlock)
-   and read the stored rows of every slot the batch touches;
+1. check that every source episode exists and that existing entities have the expected types,
+   and find the subjects a batch episode already mentions (only those can see a replay);
+2. lock the subjects (``MERGE`` + ``SET``, in sorted order so concurrent batches cannot deadlock),
+   read an outline of the believed rows of every slot the batch touches, and then in full the
+   rows its deltas can touch (:func:`_window`);
 3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`);
 4. write the differences: updated rows, new attribute facts with their value nodes, new relation
    facts with their target entities, and ``MENTIONS`` links from episodes to entities.
@@ -83,9 +86,9 @@ WriteSteps = Generator[Statement, Records, BatchResult]
 
 # One round trip for the checks. ``mentioned``: subjects that an episode of the batch already
 # mentions, i.e. that may see a replay (an applied delta's episode always mentions its subject).
-# The index hints keep each row a seek: without them, a plan cached while the labels were nearly empty scanned the whole (tenant_id, id) index once per row
-# (millions of db hits per batch once the labels filled), and planning afresh on every run cost
-# a few ms per statement.
+# The index hints keep each row a seek: without them, a plan cached while the labels were nearly
+# empty scanned the whole (tenant_id, id) index once per row (millions of db hits per batch once
+# the labels filled), and planning afresh on every run cost a few ms per statement.
 CHECK_STORED = """
 CALL () {
   UNWIND $episodes AS ep
@@ -116,7 +119,7 @@ RETURN episodes, entities, mentioned
 """
 
 # The lock step reads an outline of the believed rows of the touched slots (element id,
-# attribute, validity, status); :func:`_window` then picks the rows a batch's deltas can touch and
+# attribute, validity, status, value key); :func:`_window` then picks the rows a batch's deltas can touch and
 # ``FETCH_ROWS`` reads those in full. A slot with a long history thus costs a few properties per
 # old version, not all of them. Retired rows matter only for a replay (the idempotency keys they
 # carry), so their keys are read only for subjects the check step found already mentioned by one
