@@ -243,8 +243,8 @@ def plan_migration(old: Schema | None, new: Schema) -> MigrationPlan:
             f"schema {new.name!r} v{new.version} is not newer than the stored v{old.version}: give the "
             f"changed schema a version above {old.version}"
         )
-    old_types = {old.rel_type(a) for a in old.attributes}
-    new_types = tuple(sorted({new.rel_type(a) for a in new.attributes} - old_types))
+    old_types = set(old.fact_types())
+    new_types = tuple(t for t in new.fact_types() if t not in old_types)
     if new.version == old.version:
         return MigrationPlan(new.name, old.version, new.version, (), (), None, (), unchanged=True)
     declared = new.migration_from(old.version)

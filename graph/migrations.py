@@ -123,7 +123,7 @@ def fact_type_migration(rel_type: str) -> Migration:
 
 def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
-    rel_types = sorted({schema.rel_type(name) for name in schema.attributes})
+    rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
             SCHEMA_MIGRATIONS]
 

@@ -309,6 +309,10 @@ class Schema(_Spec):
         spec = self.attribute(name)
         return spec.rel_type or name.upper()
 
+    def fact_types(self) -> tuple[str, ...]:
+        """The relationship types this schema's facts are stored as, sorted."""
+        return tuple(sorted({self.rel_type(name) for name in self.attributes}))
+
     def check_entity_type(self, label: str) -> str:
         if label not in self.entity_types:
             raise SchemaViolation(

@@ -163,15 +163,10 @@ _BRANCH = """  MATCH (e)-[f:%(type)s]->() WHERE %(name)s IN s.types AND f.attrib
 @lru_cache(maxsize=64)
 def lock_and_read_query(types: tuple[str, ...]) -> str:
     """``LOCK_AND_READ`` for a schema whose facts are stored as relationship ``types``."""
+    # quote_identifier admits only [A-Za-z0-9_], so the name is safe as a string literal too.
     branches = "\n  UNION ALL\n".join(
-        _BRANCH % {"type": quote_identifier(t), "name": "'%s'" % quote_identifier(t).strip("`")}
-        for t in types)
+        _BRANCH % {"type": quote_identifier(t), "name": f"'{t}'"} for t in types)
     return LOCK_AND_READ % {"branches": branches}
-
-
-def fact_types(schema: Schema) -> tuple[str, ...]:
-    """The relationship types the schema's facts are stored as, sorted."""
-    return tuple(sorted({schema.rel_type(name) for name in schema.attributes}))
 
 # Rows read under the subject lock are addressed by element id: valid inside this transaction.
 UPDATE_ROWS = """
@@ -399,7 +394,7 @@ def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
                 entry["types"].append(rel_type)
         entry["keys"].append(p.key)
     # Sorted, so that two batches lock shared subjects in the same order.
-    query = lock_and_read_query(fact_types(schema))
+    query = lock_and_read_query(schema.fact_types())
     records = yield Statement(query, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
     locked = _Locked()
     wanted: list[str] = []
