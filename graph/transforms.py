@@ -45,23 +45,21 @@ def register_splitter(name: str) -> Callable[[Splitter], Splitter]:
 
 def upcaster(name: str) -> Upcaster:
     """The upcaster ``name``, or a :class:`SchemaViolation` listing the registered ones."""
-    try:
-        return UPCASTERS[name]
-    except KeyError:
-        raise SchemaViolation(
-            f"unknown upcaster {name!r}; registered: {', '.join(sorted(UPCASTERS))} "
-            "(register more with sgam.graph.transforms.register_upcaster)"
-        ) from None
+    return _registered(UPCASTERS, "upcaster", name)
 
 
 def splitter(name: str) -> Splitter:
     """The splitter ``name``, or a :class:`SchemaViolation` listing the registered ones."""
+    return _registered(SPLITTERS, "splitter", name)
+
+
+def _registered(table: dict[str, Any], kind: str, name: str) -> Any:
     try:
-        return SPLITTERS[name]
+        return table[name]
     except KeyError:
         raise SchemaViolation(
-            f"unknown splitter {name!r}; registered: {', '.join(sorted(SPLITTERS))} "
-            "(register more with sgam.graph.transforms.register_splitter)"
+            f"unknown {kind} {name!r}; registered: {', '.join(sorted(table))} "
+            f"(register more with sgam.graph.transforms.register_{kind})"
         ) from None
 
 
