@@ -313,10 +313,15 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tu
     known.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in entities if r["eid"])
     forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
     kept: list[_Prepared] = []
+    claimed: dict[tuple[str, str], int] = {}  # new entities typed by a kept delta of this batch
     for p in prepared:
-        error = _check_one(p, present, stored_types) or _check_forgotten(p, present, forgotten)
+        error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten)
         if error is None:
             kept.append(p)
+            for entity_id, wanted in zip(_entities_of(p), (p.subject_type, p.target_type)):
+                if (p.delta.tenant_id, entity_id) not in stored_types:
+                    stored_types[(p.delta.tenant_id, entity_id)] = wanted
+                    claimed[(p.delta.tenant_id, entity_id)] = p.index
         else:
             results.append(DeltaResult(p.index, "rejected", error=error, message=str(error)))
     return kept
@@ -344,7 +349,9 @@ def _entities_of(p: _Prepared) -> list[str]:
     return ids
 
 
-def _check_one(p: _Prepared, present: dict, stored_types: dict) -> SgamError | None:
+def _check_one(p: _Prepared, present: dict, stored_types: dict, claimed: dict) -> SgamError | None:
+    """The stored-state checks of one delta; ``stored_types`` also holds the types of new entities
+    that an earlier delta of the batch (``claimed``: its index) gave them."""
     d = p.delta
     if (d.tenant_id, d.source_episode_id) not in present:
         return InvalidDelta(
@@ -355,8 +362,10 @@ def _check_one(p: _Prepared, present: dict, stored_types: dict) -> SgamError | N
     for entity_id, (role, expected) in zip(_entities_of(p), roles):
         stored = stored_types.get((d.tenant_id, entity_id))
         if stored is not None and stored != expected:
+            by = claimed.get((d.tenant_id, entity_id))
+            made = "" if by is None else f" (made one by delta {by} of the same batch)"
             return SchemaViolation(
-                f"{role} {entity_id!r} of tenant {d.tenant_id!r} is a {stored}, but attribute "
+                f"{role} {entity_id!r} of tenant {d.tenant_id!r} is a {stored}{made}, but attribute "
                 f"{d.attribute!r} needs a {expected} there"
             )
     return None

@@ -82,6 +82,27 @@ def test_a_relation_to_an_entity_of_the_wrong_type_is_refused(seeded: MemoryGrap
     assert seeded.history(tenant, "ada", principal="*") == []
 
 
+def test_one_batch_cannot_give_a_new_entity_two_types(seeded: MemoryGraph, tenant: str) -> None:
+    # mira is new: the first delta makes her a Person, so the second may not point `holds` at her
+    batch = [delta(tenant), delta(tenant, subject="ada", attribute="holds", value="mira", subject_type="Customer"),
+             delta(tenant, subject="ada", attribute="holds", value="acc-1", subject_type="Customer")]
+    result = seeded.write_many(batch)
+    [rejected] = result.rejected
+    assert rejected.index == 1 and isinstance(rejected.error, SchemaViolation)
+    assert all(word in rejected.message for word in ("'mira'", "Person", "delta 0", "holds", "Account"))
+    assert [f.value for f in seeded.current(tenant, "ada", "holds")] == ["acc-1"]
+    types = seeded.store.read("MATCH (e:Entity {tenant_id: $t}) RETURN e.id AS id, labels(e) AS labels",
+                              {"t": tenant})
+    assert {r["id"]: sorted(r["labels"]) for r in types} == {
+        "mira": ["Entity", "Person"], "ada": ["Customer", "Entity"], "acc-1": ["Account", "Entity"]}
+    other = f"{tenant}-atomic"
+    seeded.record_episode(tenant_id=other, id="e1", content="said", occurred_at=utc(2026, 1, 1))
+    with pytest.raises(SchemaViolation, match="delta 0 of the same batch"):
+        seeded.write_many([delta(other), delta(other, subject="ada", attribute="holds", value="mira",
+                                                  subject_type="Customer")], atomic=True)
+    assert node_count(seeded, other) == 1  # only the episode
+
+
 def test_an_unknown_entity_type_names_the_known_ones(seeded: MemoryGraph, tenant: str) -> None:
     with pytest.raises(SchemaViolation, match="unknown entity type 'Spaceship'; known: Person, Customer"):
         seeded.write(delta(tenant, subject_type="Spaceship"))
