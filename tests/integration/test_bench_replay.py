@@ -19,7 +19,7 @@ def test_generator_is_deterministic() -> None:
 
 
 def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
-    pytest.importorskip("rank_bm25")
+    pytest.importorskip("bm25s")
     pytest.importorskip("graphiti_core")
     uri, auth = neo4j_connection
     result = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth)
