@@ -854,18 +854,18 @@ def _graphiti_probe(world: World, uri: str | None, auth: tuple[str, str] | None,
     finally:
         remaining = replay.delete()
         session.close()
-    rate = len(sample.events) / load["seconds"]
+    rate = round(len(sample.events) / load["seconds"], 1)
     estimate = len(world.events) / rate
     took = f"{estimate / 60:,.0f} min" if estimate >= 120 else f"{estimate:.0f} s"
     log(f"Graphiti probe: {len(sample.events)} episodes loaded in {load['seconds']}s "
-        f"({rate:.1f}/s); all {len(world.events):,} would take ~{took}")
+        f"({rate}/s); all {len(world.events):,} would take ~{took}")
     return {"skipped": f"{why}: its load (graphiti-core's save functions, MiniLM embeddings of every "
-                       f"node and edge) ran at {rate:.1f} episodes/s on a sample of "
+                       f"node and edge) ran at {rate} episodes/s on a sample of "
                        f"{len(sample.events)} episodes in this run, so loading all "
                        f"{len(world.events):,} would take ~{took} (linear "
                        f"extrapolation) before any question",
             "probe": {"persons": len(chosen), "episodes": len(sample.events),
-                      "episodes_per_s": round(rate, 2), "extrapolated_load_s": round(estimate),
+                      "episodes_per_s": rate, "extrapolated_load_s": round(estimate),
                       "load": load, "remaining_nodes": remaining}}
 
 
