@@ -13,7 +13,8 @@ answer in the conversation, is reported apart):
   extractor runs on LoCoMo, so the graph holds no facts and this measures SGAM's retrieval path
   only: entity anchors by name (none here), the full-text index over episode text and vector kNN
   over episode embeddings (MiniLM), fused by reciprocal rank;
-* **bm25**: plain BM25 (``rank-bm25``) over the turns of the conversation;
+* **bm25**: plain BM25 over the turns of the conversation (:class:`sgam.bench.BM25` on ``bm25s``:
+  Okapi, k1=1.5, b=0.75, Robertson idf; ties by turn order);
 * **minilm**: plain cosine similarity of the same MiniLM embeddings.
 
 recall@k is the share of a question's evidence turns among the top k (averaged over questions);
@@ -45,7 +46,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sgam.bench import _git_state, _machine, _version
+from sgam.bench import BM25, _git_state, _machine, _version
 from sgam.graph.errors import InvalidDelta
 from sgam.graph.models import Episode, EpisodeKind
 
@@ -190,7 +191,6 @@ def _run(path: Path | str, *, out_dir: Path, limit: int | None, uri: str | None,
          auth: tuple[str, str] | None, embedder: Any, log: Callable[[str], None] | None, keep: bool,
          threads: int) -> dict[str, Any]:
     import numpy as np
-    from rank_bm25 import BM25Okapi
 
     from sgam.api import MemoryGraph
     from sgam.queries.embeddings import check_dimensions, default_embedder
@@ -227,7 +227,7 @@ def _run(path: Path | str, *, out_dir: Path, limit: int | None, uri: str | None,
             t2 = time.perf_counter()
             graph.embed(tenant, embedder=_Embedded(embedder, dict(zip(texts, vectors))))
             t3 = time.perf_counter()
-            bm25 = BM25Okapi([_tokens(t) for t in texts])
+            bm25 = BM25([_tokens(t) for t in texts])
             matrix = np.asarray(vectors, dtype=np.float32)
             matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
             timings["record_episodes_s"] += t1 - t0
@@ -255,8 +255,7 @@ def _run(path: Path | str, *, out_dir: Path, limit: int | None, uri: str | None,
                 latency["sgam-context"].append(embedded + time.perf_counter() - t)
                 rankings["sgam-context"] = [e.id for e in ctx.evidence if e.kind == "episode"]
                 t = time.perf_counter()
-                scores = bm25.get_scores(_tokens(q.text))
-                rankings["bm25"] = [ids[i] for i in np.argsort(-scores, kind="stable")[:k_max]]
+                rankings["bm25"] = [ids[i] for i in bm25.top(_tokens(q.text), k_max)]
                 latency["bm25"].append(time.perf_counter() - t)
                 t = time.perf_counter()
                 vector = np.asarray(question_vector, dtype=np.float32)
@@ -301,7 +300,7 @@ def _run(path: Path | str, *, out_dir: Path, limit: int | None, uri: str | None,
         "finished_at": datetime.now(timezone.utc).isoformat(),
         "machine": _machine(),
         "versions": {"python": sys.version.split()[0], "sgam": _version("sgam"),
-                     "rank_bm25": _version("rank-bm25"),
+                     "bm25s": _version("bm25s"),
                      "sentence_transformers": _version("sentence-transformers"), **_git_state()},
         "params": {"file": str(path), "conversations": len(conversations), "ks": list(KS),
                    "embedder": getattr(embedder, "model_name", type(embedder).__name__),

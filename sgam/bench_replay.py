@@ -22,7 +22,8 @@ Systems, scored on the same data in the same run:
   cosine, RRF) without and with its date filters; see :mod:`sgam.bench_graphiti`.
 * **dm-bm25-top1 / dm-bm25-newest / dm-minilm-top1 / dm-minilm-newest**: the same episodes as free
   text in one shared text store (the tenant is a label inside the text, not a hard filter), top-k by
-  BM25 (``rank-bm25``) or MiniLM cosine (numpy), answered by fixed rules: the top hit, or the newest
+  BM25 (``bm25s``: Okapi, k1=1.5, b=0.75, Robertson idf; see :class:`sgam.bench.BM25`) or MiniLM
+  cosine (numpy), answered by fixed rules: the top hit, or the newest
   hit (latest stated date at or before the question's reference date) among hits about the asked
   person and attribute; values are parsed from the templated text.
 
@@ -31,7 +32,7 @@ was an earlier value of the same slot), resurrection rate (an erased or retracte
 cross-tenant leak rate (a value only another tenant's same-named person had), latency p50/p95.
 Output: ``replay-<timestamp>.json``, ``.md`` and ``.png`` (matplotlib, optional extra ``bench``).
 
-    sgam bench-replay --size smoke --seed 7          # --no-graphiti leaves Graphiti out
+    sgam bench replay --size smoke --seed 7    # Graphiti at smoke/small; --graphiti/--no-graphiti
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sgam.bench import _git_state, _machine, _version, percentile
+from sgam.bench import BM25, _git_state, _machine, _version, percentile, top_k
 from sgam.graph.errors import SgamError
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta, Op
 
@@ -58,19 +59,29 @@ START = datetime(2023, 1, 2, tzinfo=timezone.utc)
 END = datetime(2025, 6, 1, tzinfo=timezone.utc)       # every write happens before this
 NONE = "none"
 TOP_K = 10
+EMBED_CHUNK = 8192        # texts per embed call when MiniLM indexes the episodes
+GRAPHITI_SIZES = ("smoke", "small")   # Graphiti by default at these sizes (see run)
+GRAPHITI_PROBE_PERSONS = 40           # persons of one tenant loaded to measure Graphiti's load rate
 QTYPES = ("current", "as_of", "believed_at", "history", "replaced", "who_said", "abstain",
           "false_premise")
 
 SIZES: dict[str, dict[str, int]] = {
-    # tenants, persons per tenant, questions per type (at most)
+    # tenants, persons per tenant, questions per type (at most); a person has ~12 episodes, so
+    # large has 106,241 episodes at seed 7
     "smoke": {"tenants": 2, "persons": 6, "per_type": 12},
     "small": {"tenants": 4, "persons": 40, "per_type": 80},
-    "large": {"tenants": 8, "persons": 300, "per_type": 400},
+    "large": {"tenants": 8, "persons": 1100, "per_type": 400},
 }
 FIRST = ("Alex", "Sam", "Mira", "Jonas", "Elena", "Farid", "Greta", "Hugo", "Ines", "Kira", "Leo",
          "Nadia", "Omar", "Paula", "Rosa", "Tara", "Ben", "Chloe", "Dmitri", "Ada")
 LAST = ("Kim", "Berg", "Costa", "Dubois", "Eriksen", "Fischer", "Garcia", "Horvat", "Novak",
         "Olsen", "Petrov", "Rossi", "Schmidt", "Lopez", "Moreau")
+# more person names for sizes beyond FIRST x LAST (300); contact values stay FIRST x LAST
+MORE_FIRST = ("Anna", "Bruno", "Carla", "David", "Emma", "Felix", "Gina", "Hannah", "Ivan", "Julia",
+              "Karl", "Lena", "Marco", "Nina", "Oskar", "Pia", "Quentin", "Ruth", "Stefan", "Tom",
+              "Ulla", "Vera", "Walter", "Xenia", "Yusuf", "Zoe", "Aron", "Bea", "Cem", "Dora")
+MORE_LAST = ("Andersen", "Bauer", "Cohen", "Dahl", "Engel", "Ferrari", "Gruber", "Haas", "Ivanova",
+             "Jensen", "Keller", "Lang", "Meyer", "Nowak", "Ortiz")
 CITIES = ("Berlin", "Lisbon", "Paris", "Madrid", "Rome", "Vienna", "Prague", "Warsaw", "Oslo",
           "Dublin", "London", "Amsterdam", "Zurich", "Munich", "Porto", "Athens", "Riga", "Sofia",
           "Lyon", "Turin", "Naples", "Seville", "Krakow", "Tallinn", "Geneva", "Milan")
@@ -299,6 +310,14 @@ def generate(size: str, seed: int, run_id: str = "run") -> World:
     rng = random.Random(seed)
     names = [f"{f} {l}" for f in FIRST for l in LAST]
     rng.shuffle(names)
+    if spec["persons"] > len(names):                       # smoke and small never get here
+        more = [f"{f} {l}" for f in FIRST + MORE_FIRST for l in LAST + MORE_LAST]
+        more = [n for n in more if n not in set(names)]
+        rng.shuffle(more)
+        names += more
+    if spec["persons"] > len(names):
+        raise SgamError(f"size {size!r}: {spec['persons']} persons per tenant, but there are only "
+                        f"{len(names)} distinct names")
     persons = names[:spec["persons"]]                      # the same names in every tenant
     tenants = [f"rb-{run_id}-{i}" for i in range(spec["tenants"])]
     labels = {t: f"tenant-{i}" for i, t in enumerate(tenants)}
@@ -548,7 +567,11 @@ def _tokens(text: str) -> list[str]:
 
 
 class TextMemory:
-    """The episodes as free text; ``search(query)`` gives the indices of the top-k documents."""
+    """The episodes as free text; ``search(query)`` gives the indices of the top-k documents (score
+    descending, ties by index). BM25 is :class:`sgam.bench.BM25` (bm25s, Okapi with k1=1.5,
+    b=0.75, Robertson idf); MiniLM embeds the texts in batches of ``EMBED_CHUNK`` into one float32
+    matrix (at 100k episodes 150 MB, where the embedder's lists of Python floats for all of them at
+    once would take ~1.3 GB) and ranks by cosine (the vectors are normalized)."""
 
     def __init__(self, texts: Sequence[str], retriever: str, embedder: Any = None) -> None:
         import numpy as np
@@ -558,22 +581,19 @@ class TextMemory:
         self.retriever = retriever
         self.np = np
         if retriever == "bm25":
-            from rank_bm25 import BM25Okapi
-
-            self.bm25 = BM25Okapi([_tokens(t) for t in self.texts])
+            self.bm25 = BM25([_tokens(t) for t in self.texts])
         else:
             self.embedder = embedder
-            self.matrix = np.asarray(embedder.embed(self.texts), dtype=np.float32)
+            self.matrix = np.zeros((len(self.texts), embedder.dimensions), dtype=np.float32)
+            for i in range(0, len(self.texts), EMBED_CHUNK):
+                chunk = self.texts[i:i + EMBED_CHUNK]
+                self.matrix[i:i + len(chunk)] = np.asarray(embedder.embed(chunk), dtype=np.float32)
 
     def search(self, query: str, k: int = TOP_K) -> list[int]:
-        np = self.np
         if self.retriever == "bm25":
-            scores = self.bm25.get_scores(_tokens(query))
-        else:
-            vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
-            scores = self.matrix @ vector
-        top = np.argpartition(-scores, min(k, len(scores) - 1))[:k]
-        return sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
+            return self.bm25.top(_tokens(query), k)
+        vector = self.np.asarray(self.embedder.embed([query])[0], dtype=self.np.float32)
+        return top_k(self.matrix @ vector, k)
 
 
 def answer_dm(memory: TextMemory, reader: str, q: Question) -> str:
@@ -675,31 +695,52 @@ def evaluate(world: World, systems: dict[str, Callable[[Question], str]]) -> dic
 
 def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/results"),
         uri: str | None = None, auth: tuple[str, str] | None = None, dm: bool = True,
-        graphiti: bool = True, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+        graphiti: bool | None = None, log: Callable[[str], None] | None = None,
+        threads: int = 1) -> dict[str, Any]:
     """Generate, load SGAM (fresh tenants, deleted afterwards), build DM and (``graphiti``) the
-    Graphiti graph in the same database (its own groups, deleted afterwards), ask, score, report."""
+    Graphiti graph in the same database (its own groups, deleted afterwards), ask, score, report.
+
+    ``graphiti``: ``None`` runs Graphiti at the sizes in ``GRAPHITI_SIZES`` and at bigger sizes
+    only loads a sample of ``GRAPHITI_PROBE_PERSONS`` persons to measure its load rate, which the
+    result's skip reason extrapolates. ``threads``: torch threads for MiniLM (0 keeps torch's
+    default; 1 is fastest on a busy 2-core machine)."""
+    from sgam.bench_locomo import _torch_threads
+
+    if threads < 0:
+        raise SgamError(f"threads must be 0 (torch's default) or a positive count, got {threads}")
+    if size not in SIZES:
+        raise SgamError(f"size {size!r} is not one of {', '.join(SIZES)}")
+    with _torch_threads(threads) as used:
+        return _run(size, seed, Path(out_dir), uri, auth, dm, graphiti,
+                    log or (lambda m: print(m, file=sys.stderr)), used)
+
+
+def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, str] | None,
+         dm: bool, graphiti: bool | None, log: Callable[[str], None], threads: int) -> dict[str, Any]:
     from sgam.api import MemoryGraph, _connection
     from sgam.settings import Settings
 
-    log = log or (lambda m: print(m, file=sys.stderr))
     started_at = datetime.now(timezone.utc)
     run_id = f"{seed}-{secrets.token_hex(3)}"
     t0 = time.perf_counter()
     world = generate(size, seed, run_id)
-    log(f"generated {len(world.events)} episodes, {len(world.slots)} slots, "
-        f"{len(world.questions)} questions in {time.perf_counter() - t0:.1f}s")
+    erasures = sum(1 for e in world.events if e.op == "erase")
+    log(f"generated {len(world.events):,} episodes ({len(world.events) - erasures:,} deltas, "
+        f"{erasures} erasures), {len(world.slots):,} slots, {len(world.questions):,} questions "
+        f"in {time.perf_counter() - t0:.1f}s")
     clock = SimClock(START)
     graph = MemoryGraph.connect(uri, auth, clock=clock)
     systems: dict[str, Callable[[Question], str]] = {}
     gsession: Any = None
     greplay: Any = None
     graphiti_info: dict[str, Any] = {}
+    use_graphiti = graphiti if graphiti is not None else size in GRAPHITI_SIZES
     try:
         load = load_sgam(graph, clock, world)
         log(f"SGAM loaded in {load['seconds']}s: {load['outcomes']}, rejected {load['rejected']}")
         clock.now = datetime.now(timezone.utc)
         systems["sgam"] = lambda q: answer_sgam(graph, q)
-        if graphiti:
+        if use_graphiti:
             try:
                 from sgam import bench_graphiti
             except ImportError as exc:
@@ -735,6 +776,9 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
                     systems[f"dm-{retriever}-{reader}"] = (
                         lambda q, m=memory, r=reader: answer_dm(m, r, q))
             log(f"DM indexes built: {dm_info}")
+        if not use_graphiti:
+            graphiti_info = {"skipped": "disabled (--no-graphiti)"} if graphiti is False else \
+                _graphiti_probe(world, uri, auth, log)
         evaluation = evaluate(world, systems)
     finally:
         remaining = {}
@@ -752,13 +796,15 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
     result = {
         "benchmark": "sgam.bench_replay", "format": 1,
         "started_at": started_at.isoformat(), "finished_at": datetime.now(timezone.utc).isoformat(),
-        "params": {"size": size, "seed": seed, **SIZES[size], "tenants_written": world.tenants},
+        "params": {"size": size, "seed": seed, **SIZES[size], "torch_threads": threads,
+                   "tenants_written": world.tenants},
         "machine": _machine(),
         "versions": {"python": sys.version.split()[0], "sgam": _version("sgam"),
-                     "rank_bm25": _version("rank-bm25"),
+                     "bm25s": _version("bm25s"),
                      "sentence_transformers": _version("sentence-transformers"),
                      "graphiti_core": _version("graphiti-core"), **_git_state()},
-        "dataset": {"episodes": len(world.events), "slots": len(world.slots),
+        "dataset": {"episodes": len(world.events), "deltas": len(world.events) - erasures,
+                    "erasures": erasures, "slots": len(world.slots),
                     "ops": dict(sorted(world.ops.items())),
                     "erased_subjects": sum(len(v) for v in world.erased.values()),
                     "questions": dict(Counter(q.qtype for q in world.questions)),
@@ -773,6 +819,54 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
     result["latency_ratios"] = latency_ratios(result)
     write_report(result, Path(out_dir), started_at)
     return result
+
+
+def _graphiti_probe(world: World, uri: str | None, auth: tuple[str, str] | None,
+                    log: Callable[[str], None]) -> dict[str, Any]:
+    """Graphiti left out at a size beyond ``GRAPHITI_SIZES``: load the first
+    ``GRAPHITI_PROBE_PERSONS`` persons of the first tenant the same way (then delete them) and
+    extrapolate that load rate linearly to the whole world, for the skip reason."""
+    from sgam.api import _connection
+    from sgam.settings import Settings
+
+    why = (f"not run at size {world.size} ({len(world.events):,} episodes; default: Graphiti at "
+           f"sizes {', '.join(GRAPHITI_SIZES)}, --graphiti forces it)")
+    try:
+        from sgam import bench_graphiti
+        from sgam.queries.embeddings import default_embedder
+    except ImportError as exc:
+        return {"skipped": f"{why}; its load rate was not measured ({exc})"}
+    tenant = world.tenants[0]
+    chosen = set(sorted(world.persons)[:GRAPHITI_PROBE_PERSONS])
+    sample = World(world.seed, world.size, [tenant], world.labels,
+                   [e for e in world.events if e.tenant == tenant and e.subject in chosen],
+                   world.slots, {tenant: world.erased[tenant] & chosen},
+                   {s: p for s, p in world.persons.items() if s in chosen}, [], Counter())
+    settings = Settings()
+    g_uri, g_auth = _connection(uri, auth, settings)
+    session = bench_graphiti.GraphitiSession(g_uri, g_auth, default_embedder(),
+                                             database=settings.neo4j_database)
+    replay = bench_graphiti.GraphitiReplay(session)
+    try:
+        load = replay.load(sample)
+    except Exception as exc:  # noqa: BLE001 - a failed probe must not cost the run
+        return {"skipped": f"{why}; the load-rate probe failed: {type(exc).__name__}: {exc}"[:400]}
+    finally:
+        remaining = replay.delete()
+        session.close()
+    rate = round(len(sample.events) / load["seconds"], 1)
+    estimate = len(world.events) / rate
+    took = f"{estimate / 60:,.0f} min" if estimate >= 120 else f"{estimate:.0f} s"
+    log(f"Graphiti probe: {len(sample.events)} episodes loaded in {load['seconds']}s "
+        f"({rate}/s); all {len(world.events):,} would take ~{took}")
+    return {"skipped": f"{why}: its load (graphiti-core's save functions, MiniLM embeddings of every "
+                       f"node and edge) ran at {rate} episodes/s on a sample of "
+                       f"{len(sample.events)} episodes in this run, so loading all "
+                       f"{len(world.events):,} would take ~{took} (linear "
+                       f"extrapolation) before any question",
+            "probe": {"persons": len(chosen), "episodes": len(sample.events),
+                      "episodes_per_s": rate, "extrapolated_load_s": round(estimate),
+                      "load": load, "remaining_nodes": remaining}}
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -805,6 +899,9 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {s} | {a['accuracy']:.1%} | {a['stale_rate']:.1%} | {cur:.1%} | "
                      f"{a['resurrection_rate']:.1%} | {a['leak_rate']:.1%} | {a['p50_ms']:.2f} | "
                      f"{a['p95_ms']:.2f} |")
+    skipped = (result.get("graphiti") or {}).get("skipped")
+    if skipped:
+        lines += ["", f"Graphiti: {skipped}."]
     ratios = latency_ratios(result)
     if ratios:
         lines += ["", "Answer latency, Graphiti's search over SGAM's exact read (same questions, "

@@ -659,8 +659,11 @@ def bench_replay(
     size: str = typer.Option("smoke", help="smoke | small | large"),
     seed: int = typer.Option(7),
     out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
-    graphiti: bool = typer.Option(True, "--graphiti/--no-graphiti",
-                                  help="Include Graphiti (graphiti-core, extra 'graphiti')"),
+    graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
+                                  help="Include Graphiti (graphiti-core, extra 'graphiti') [default: "
+                                       "at smoke and small; at large its load rate is measured on a sample]"),
+    threads: int = typer.Option(1, min=0, help="torch threads for MiniLM (0 = torch's default; 1 is "
+                                               "fastest on a busy 2-core machine)"),
 ) -> None:
     """Deterministic replay benchmark: SGAM vs text memory (BM25, MiniLM) and Graphiti, no LLM."""
     from . import bench_replay as replay_module
@@ -668,7 +671,7 @@ def bench_replay(
     if size not in replay_module.SIZES:
         raise typer.BadParameter(f"--size must be one of {', '.join(replay_module.SIZES)}")
     result = replay_module.run(size=size, seed=seed, out_dir=out_dir, graphiti=graphiti,
-                               log=err.print)
+                               log=err.print, threads=threads)
     console.print(replay_module.markdown(result), markup=False, highlight=False)
     console.print(f"results: {result['result_files']}", markup=False, highlight=False)
 

@@ -19,7 +19,7 @@ def test_generator_is_deterministic() -> None:
 
 
 def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
-    pytest.importorskip("rank_bm25")
+    pytest.importorskip("bm25s")
     pytest.importorskip("graphiti_core")
     uri, auth = neo4j_connection
     result = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth)
@@ -58,3 +58,30 @@ def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: P
     assert "| graphiti-datefilter / sgam |" in Path(files["markdown"]).read_text()
     if files.get("png"):
         assert Path(files["png"]).stat().st_size > 0
+
+
+def test_replay_beyond_graphiti_sizes_probes_its_load_rate(
+        neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("graphiti_core")
+    uri, auth = neo4j_connection
+    monkeypatch.setattr(bench_replay, "GRAPHITI_SIZES", ("small",))    # smoke is now "too big"
+    monkeypatch.setattr(bench_replay, "GRAPHITI_PROBE_PERSONS", 2)
+    result = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth, dm=False)
+
+    assert set(result["metrics"]) == {"sgam"}
+    assert result["metrics"]["sgam"]["all"]["accuracy"] == 1.0, result["misses"]
+    data = result["dataset"]
+    assert data["deltas"] + data["erasures"] == data["episodes"] == 177
+    probe = result["graphiti"]["probe"]
+    assert probe["persons"] == 2 and 0 < probe["episodes"] < data["episodes"], probe
+    assert probe["load"]["entity_edges"] > 0, probe
+    assert all(n == 0 for n in probe["remaining_nodes"].values()), probe
+    assert probe["extrapolated_load_s"] == round(data["episodes"] / probe["episodes_per_s"]), probe
+    skipped = result["graphiti"]["skipped"]
+    assert skipped.startswith("not run at size smoke (177 episodes"), skipped
+    assert f"ran at {probe['episodes_per_s']} episodes/s on a sample of {probe['episodes']}" in skipped
+    assert "Graphiti: not run at size smoke" in Path(result["result_files"]["markdown"]).read_text()
+    off = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth, dm=False,
+                           graphiti=False)
+    assert off["graphiti"] == {"skipped": "disabled (--no-graphiti)"}

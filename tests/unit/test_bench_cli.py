@@ -50,7 +50,7 @@ def test_scale_options_and_alias(calls: list) -> None:
     result = CliRunner().invoke(app, ["bench-replay", "--size", "small"])
     assert result.exit_code == 0, result.output
     assert calls[-1] == ("replay", {"size": "small", "seed": 7, "out_dir": Path("bench/results"),
-                                    "graphiti": True, "log": calls[-1][1]["log"]})
+                                    "graphiti": None, "log": calls[-1][1]["log"], "threads": 1})
     assert "bench-replay" not in CliRunner().invoke(app, ["--help"]).output
 
 
