@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from .bulk import CREATE_MENTIONS, DEFAULT_CHUNK, ENTITY_IDS, EPISODE_IDS, OCCUPIED, UNDO, missing_error, occupied_error, plan_import
+from .bulk import DEFAULT_CHUNK, OCCUPIED, UNDO, ImportResult, Outcomes, chunk_steps, occupied_error, plan_steps, prepare_all
 from .episodes import Recorded, record_steps
 from .evolution import (
     DEFAULT_BATCH as MIGRATION_BATCH,
@@ -40,7 +40,7 @@ from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purg
 from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
 from .models import Episode, MemoryDelta, utcnow
 from .schema import Schema
-from .writes import BatchResult, DeltaResult, Records, Statement, WriteSteps, mentions_of, prepare, write_steps
+from .writes import BatchResult, Records, Statement, WriteSteps, prepare, write_steps
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -336,42 +336,30 @@ class Store(_Base):
         return self._write(self._batch(deltas, atomic))
 
     def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
-                       on_progress: Callable[[int, int], None] | None = None) -> BatchResult:
+                       on_progress: Callable[[int, int], None] | None = None) -> ImportResult:
         """Load a whole history into tenants without entities, in chunks of whole subjects
         (see ``bulk``); on a failure the imported part is removed again and the error raised.
 
-        ``on_progress(done, total)`` is called after each chunk with counts of deltas.
+        ``deltas`` is read twice by index (validation, then chunk by chunk) and never copied, so a
+        lazy sequence that builds each delta on access keeps memory bounded. ``on_progress(done,
+        total)`` is called after each chunk with counts of deltas.
         """
-        plan = plan_import(deltas, self.schema, chunk_size)
-        if not plan.chunks:
-            return BatchResult(())
+        plan = self._drive_reads(plan_steps(deltas, self.schema, chunk_size))
+        outcomes = Outcomes(plan.total)
+        if not plan.chunk_count:
+            return ImportResult(outcomes)
         error = occupied_error(self.read(OCCUPIED, {"tenants": list(plan.tenants)}))
         if error is not None:
             raise error
-        episode_ids: dict[tuple[str, str], str] = {}
-        for tenant in plan.tenants:
-            episode_ids.update(((tenant, r["id"]), r["eid"]) for r in self.read(EPISODE_IDS, {"tenant": tenant}))
-            missing = [e for t, e in plan.episodes if t == tenant and (t, e) not in episode_ids]
-            error = missing_error(tenant, missing)
-            if error is not None:
-                raise error
-        results: list[DeltaResult] = []
         done = 0
         try:
-            for chunk in plan.chunks:
-                batch = self._write(lambda: write_steps(chunk, (), self.schema, self.clock, True,
-                                                        checked=True, mentions=False))
-                results.extend(batch.results)  # indices are positions in ``deltas``
+            for chunk in plan.chunks():
+                ready = prepare_all(deltas, chunk, self.schema)
+                outcomes.record(self._write(lambda: chunk_steps(ready, self.schema, self.clock)).results)
                 done += len(chunk)
+                del ready
                 if on_progress is not None:
-                    on_progress(done, len(deltas))
-            entity_ids = {(t, r["id"]): r["eid"] for t in plan.tenants
-                          for r in self.read(ENTITY_IDS, {"tenant": t})}
-            links = [{"episode": episode_ids[(m["tenant_id"], m["episode"])],
-                      "entity": entity_ids[(m["tenant_id"], m["entity"])]}
-                     for m in mentions_of([item for chunk in plan.chunks for item in chunk])]
-            for i in range(0, len(links), chunk_size):
-                self.run_write(CREATE_MENTIONS, {"mentions": links[i:i + chunk_size]})
+                    on_progress(done, plan.total)
         except BaseException:
             if done:
                 with translated(self.uri), self.driver.session(database=self.database) as session:
@@ -379,7 +367,16 @@ class Store(_Base):
                         for statement in UNDO:
                             session.run(statement, tenant=tenant).consume()
             raise
-        return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
+        return ImportResult(outcomes)
+
+    def _drive_reads(self, steps: Generator[Statement, Records, T]) -> T:
+        """Drive a statement generator whose statements are reads, each in its own transaction."""
+        try:
+            statement = next(steps)
+            while True:
+                statement = steps.send(self.read(statement.query, statement.params))
+        except StopIteration as stop:
+            return stop.value
 
 
 class AsyncStore(_Base):
@@ -430,3 +427,38 @@ class AsyncStore(_Base):
 
     async def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
         return await self._write(self._batch(deltas, atomic))
+
+    async def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
+                             on_progress: Callable[[int, int], None] | None = None) -> ImportResult:
+        """The async twin of :meth:`Store.import_history` (the same plan and chunk transactions)."""
+        steps = plan_steps(deltas, self.schema, chunk_size)
+        try:
+            statement = next(steps)
+            while True:
+                statement = steps.send(await self.read(statement.query, statement.params))
+        except StopIteration as stop:
+            plan = stop.value
+        outcomes = Outcomes(plan.total)
+        if not plan.chunk_count:
+            return ImportResult(outcomes)
+        error = occupied_error(await self.read(OCCUPIED, {"tenants": list(plan.tenants)}))
+        if error is not None:
+            raise error
+        done = 0
+        try:
+            for chunk in plan.chunks():
+                ready = prepare_all(deltas, chunk, self.schema)
+                outcomes.record((await self._write(lambda: chunk_steps(ready, self.schema, self.clock))).results)
+                done += len(chunk)
+                del ready
+                if on_progress is not None:
+                    on_progress(done, plan.total)
+        except BaseException:
+            if done:
+                with translated(self.uri):
+                    async with self.driver.session(database=self.database) as session:
+                        for tenant in plan.tenants:
+                            for statement in UNDO:
+                                await (await session.run(statement, tenant=tenant)).consume()
+            raise
+        return ImportResult(outcomes)

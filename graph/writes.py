@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import gc
 from bisect import bisect_right
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from dataclasses import dataclass, field
@@ -230,11 +230,16 @@ class _Prepared:
     value_key: str = ""
 
 
-def prepare(deltas: Sequence[MemoryDelta], schema: Schema) -> tuple[list[_Prepared], list[DeltaResult]]:
-    """Schema checks that need no database: attribute, value type, subject and target types."""
+def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
+            indices: Iterable[int] | None = None) -> tuple[list[_Prepared], list[DeltaResult]]:
+    """Schema checks that need no database: attribute, value type, subject and target types.
+
+    ``indices``: only the deltas at these positions (read by index), in that order.
+    """
     ready: list[_Prepared] = []
     rejected: list[DeltaResult] = []
-    for index, delta in enumerate(deltas):
+    chosen = enumerate(deltas) if indices is None else ((i, deltas[i]) for i in indices)
+    for index, delta in chosen:
         try:
             spec = schema.attribute(delta.attribute)
             subject_type = schema.subject_type_for(delta.attribute, delta.subject_type)

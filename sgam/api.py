@@ -377,8 +377,15 @@ class MemoryGraph(_Queries):
         that already has entities raises :class:`~sgam.graph.errors.Conflict`; if a transaction
         fails midway, what was imported is removed again. Record the episodes first.
         ``on_progress(done, total)`` is called after each chunk.
+
+        Memory stays bounded when ``deltas`` is a ``Sequence`` that builds each delta on access
+        (it is read twice by index, never copied); any other iterable is made a list first. The
+        result holds one outcome per delta (``results[i].outcome``, ``count``, ``written``), not
+        the new rows' ids: at millions of deltas those would outweigh the import itself.
         """
-        return self.store.import_history(list(deltas), chunk_size, on_progress)
+        if not isinstance(deltas, Sequence):
+            deltas = list(deltas)
+        return self.store.import_history(deltas, chunk_size, on_progress)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -558,6 +565,13 @@ class AsyncMemoryGraph(_Queries):
         lanes = _lanes(list(deltas), batch_size, atomic, workers)
         done = await asyncio.gather(*(run(lane) for lane in lanes))
         return _merge(item for lane in done for item in lane)
+
+    async def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
+                             on_progress: Any = None) -> BatchResult:
+        """See :meth:`MemoryGraph.import_history`."""
+        if not isinstance(deltas, Sequence):
+            deltas = list(deltas)
+        return await self.store.import_history(deltas, chunk_size, on_progress)
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         return await self.store.read(*self._bound(name, params))

@@ -21,8 +21,8 @@ Memory, two figures per size. ``python.rss_mb`` / ``peak_rss_mb``: the whole har
 took in a phase, measured as the process's peak resident memory during the phase (VmHWM, reset via
 ``/proc/self/clear_refs`` after a ``gc.collect()`` at its start) minus the resident memory at its
 start; phases ``write_many`` (the timed window; its models are built before), ``lookups`` (warm-up
-and timed reads) and ``bulk_import`` (building the history's ``MemoryDelta`` models, which
-``import_history`` holds in full anyway, and the import). Memory the allocator reuses from earlier
+and timed reads) and ``bulk_import`` (the import, which reads the stream through a lazy
+:class:`DeltaView` and so builds each history model on access, chunk by chunk). Memory the allocator reuses from earlier
 is not counted, so these are lower bounds; ``None`` where ``/proc`` is missing (not Linux).
 
 The stream: a person pool that grows with the stream (about ten facts per person), 1% of the
@@ -107,8 +107,8 @@ SCHEMA = Schema.from_data({
 MEMORY_NOTE = ("python.rss_mb / peak_rss_mb: the harness process (stream, SGAM, driver), now and the "
                "highest so far; python.sgam_peak_growth_mb: per phase, the process's peak resident memory "
                "during the phase minus its resident memory at the start (VmHWM reset through "
-               "/proc/self/clear_refs after a gc): bulk_import (building the history's MemoryDelta models "
-               "and import_history), write_many (the timed window), lookups (warm-up and timed reads); "
+               "/proc/self/clear_refs after a gc): bulk_import (import_history over a lazy view of the "
+               "stream: models built chunk by chunk), write_many (the timed window), lookups (warm-up and timed reads); "
                "memory the allocator reuses is not counted, so a lower bound; None where not Linux")
 
 # Raw baselines: the same indexed entry point, no temporal predicate.
@@ -533,15 +533,23 @@ class Stream:
     def deltas(self, start: int = 0, stop: int | None = None) -> Iterator[MemoryDelta]:
         """``MemoryDelta`` models of the deltas ``start:stop``, built one at a time."""
         stop = len(self) if stop is None else min(stop, len(self))
-        decode, actor = self.codec.decode, self._actor
         for i in range(start, stop):
-            subject, attribute, episode = self._subject[i], self._attr[i], self._episode[i]
-            yield MemoryDelta(
-                tenant_id=self.tenant, subject=self._subject_id(subject), attribute=ATTRIBUTES[attribute],
-                value=decode(attribute, self._value[i]), valid_from=EPOCH + timedelta(seconds=self._valid_from[i]),
-                source_episode_id=f"ep-{episode:08d}", op=OPS[self._op[i]],
-                asserted_by=ACTORS[actor[episode]][0], confidence=self._confidence[i] / 100,
-                subject_type="Person" if subject >= 0 else "Company")
+            yield self.delta(i)
+
+    def delta(self, i: int) -> MemoryDelta:
+        """The ``MemoryDelta`` model of delta ``i`` (built anew on every call)."""
+        subject, attribute, episode = self._subject[i], self._attr[i], self._episode[i]
+        return MemoryDelta(
+            tenant_id=self.tenant, subject=self._subject_id(subject), attribute=ATTRIBUTES[attribute],
+            value=self.codec.decode(attribute, self._value[i]),
+            valid_from=EPOCH + timedelta(seconds=self._valid_from[i]),
+            source_episode_id=f"ep-{episode:08d}", op=OPS[self._op[i]],
+            asserted_by=ACTORS[self._actor[episode]][0], confidence=self._confidence[i] / 100,
+            subject_type="Person" if subject >= 0 else "Company")
+
+    def view(self, start: int = 0, stop: int | None = None) -> DeltaView:
+        """The deltas ``start:stop`` as a lazy sequence (for ``import_history``): no model is kept."""
+        return DeltaView(self, start, len(self) if stop is None else min(stop, len(self)))
 
     def episodes(self, start: int = 0, stop: int | None = None) -> Iterator[Episode]:
         """``Episode`` models of the episodes ``start:stop``, built one at a time."""
@@ -551,6 +559,25 @@ class Stream:
             yield Episode(tenant_id=self.tenant, id=f"ep-{k:08d}",
                           occurred_at=EPOCH + timedelta(microseconds=self._occurred[k]),
                           kind=kind, actor=actor, content=f"scale episode {k} (seed {self.seed})")
+
+
+class DeltaView(Sequence):  # type: ignore[type-arg]
+    """A slice of a :class:`Stream` read as a sequence of ``MemoryDelta``, each built on access."""
+
+    def __init__(self, stream: Stream, start: int, stop: int) -> None:
+        self.stream, self.start, self.stop = stream, start, max(start, stop)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, index: int) -> MemoryDelta:  # type: ignore[override]
+        if isinstance(index, slice):
+            raise TypeError("DeltaView takes one position at a time")
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"delta {index} out of range (0..{len(self) - 1})")
+        return self.stream.delta(self.start + index)
 
 
 # -- measuring ---------------------------------------------------------------------------------------
@@ -793,13 +820,12 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 episodes_s += time.perf_counter() - t0
             del batch_of_episodes
 
-            with memory.phase("bulk_import", sgam_mb):  # import_history holds the whole history
-                history = list(stream.deltas(0, size - w))
+            with memory.phase("bulk_import", sgam_mb):  # models built on access, chunk by chunk
                 t0 = time.perf_counter()
-                imported = graph.import_history(history)
+                imported = graph.import_history(stream.view(0, size - w))
                 bulk_s = time.perf_counter() - t0
                 rejected = len(imported.rejected)
-                del history, imported
+                del imported
             log(f"  bulk import {size - w:,} in {bulk_s:.1f}s")
 
             retries.take()

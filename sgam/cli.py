@@ -634,7 +634,7 @@ def _sizes(text: str) -> list[int]:
 @friendly
 def bench_scale(
     sizes: str = typer.Option("10k,100k,1m", help="Graph sizes in facts, ascending (e.g. 10k,100k,1m)"),
-    huge: bool = typer.Option(False, "--huge", help="Add 10M facts (hours, and a lot of disk)"),
+    huge: bool = typer.Option(False, "--huge", help="Add 10M facts (3-4 hours, ~20 GB of disk, ~1 GB of RAM; see README)"),
     window: int = typer.Option(20_000, help="Deltas written through write_many (timed) at each size"),
     lookups: int = typer.Option(300, help="Timed calls per operation and size"),
     graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",

@@ -47,6 +47,9 @@ PID_FILE = "sgam-neo4j.pid"
 LIB_MARKER = ".sgam-complete"
 STOP_TIMEOUT = 60.0
 LOG_TAIL_LINES = 15
+# The local server's transaction-log retention and checkpoint interval (see ``LocalServer._config``).
+TX_LOG_RETENTION = "1G size"
+CHECKPOINT_INTERVAL = "5m"
 
 JAVA_MISSING = (
     "Java 17 or 21 is required to run the local Neo4j: install it "
@@ -360,6 +363,12 @@ class LocalServer:
             "client.allow_telemetry": "false",
             # Otherwise every new database preallocates ~256 MB of transaction log.
             "db.tx_log.preallocate": "false",
+            # Transaction logs are kept "2 days" by default: a 1M-fact bulk import left 9.5 GB of
+            # them, 10M would fill the disk. A local Community server has no incremental backup to
+            # feed, so keep about 1 GB; logs are pruned at checkpoints, so checkpoint at least every
+            # 5 minutes too (the default 15 would let a bulk import write many GB in between).
+            "db.tx_log.rotation.retention_policy": TX_LOG_RETENTION,
+            "db.checkpoint.interval.time": CHECKPOINT_INTERVAL,
             # Bolt's Netty groups each idle 5 s before exiting, so every stop took ~10 s.
             # Connections are already closed by then; a local server need not linger.
             "internal.dbms.bolt.netty_server_shutdown_quiet_period": "1",

@@ -7,8 +7,10 @@ file in LoCoMo's format (never the real one). Timings are never asserted.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import weakref
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,8 +19,9 @@ from typing import Any
 import pytest
 
 from sgam import bench, bench_locomo, bench_scale
-from sgam.api import MemoryGraph
+from sgam.api import AsyncMemoryGraph, MemoryGraph
 from sgam.graph import Conflict, InvalidDelta, MemoryDelta, SchemaViolation
+from sgam.graph.writes import BatchResult
 from sgam.queries.embeddings import default_embedder
 
 
@@ -261,3 +264,84 @@ def test_locomo_bad_file(tmp_path: Path) -> None:
                                  "qa": []}]), encoding="utf-8")
     with pytest.raises(InvalidDelta, match="session date 'yesterday'"):
         bench_locomo.load(path)
+
+
+class _LazyDeltas(Sequence):  # type: ignore[type-arg]
+    """Builds each delta on access (as a 10M-delta backlog would) and counts the models alive at once."""
+
+    def __init__(self, deltas: Sequence[MemoryDelta]) -> None:
+        self.rows = [d.model_dump() for d in deltas]
+        self.builds = self.alive = self.peak = 0
+
+    def _gone(self) -> None:
+        self.alive -= 1
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> MemoryDelta:  # type: ignore[override]
+        delta = MemoryDelta.model_validate(self.rows[index])
+        self.builds += 1
+        self.alive += 1
+        self.peak = max(self.peak, self.alive)
+        weakref.finalize(delta, self._gone)
+        return delta
+
+
+def test_import_history_builds_a_lazy_sequence_chunk_by_chunk(graph: MemoryGraph) -> None:
+    """A lazy stream is read twice by index and never held whole; the result is write_many's."""
+    lazy_w = bench.generate(2_400, 120, 23, "import-lazy")
+    many_w = bench.generate(2_400, 120, 23, "import-lazy-many")
+    for t in ("import-lazy", "import-lazy-many"):
+        graph.delete_tenant(t)
+    try:
+        graph.record_episodes(lazy_w.episodes)
+        graph.record_episodes(many_w.episodes)
+        lazy = _LazyDeltas(lazy_w.deltas)
+        imported = graph.import_history(lazy, chunk_size=300)
+        assert lazy.builds == 2 * len(lazy)  # checked, then written: each model built twice, none copied
+        assert lazy.peak <= 2 * 300 < len(lazy)  # a slice or a chunk at a time, not the history
+        assert lazy.alive == 0
+        written = graph.write_many(many_w.deltas, batch_size=500)
+        assert [r.outcome for r in imported.results] == [r.outcome for r in written.results]
+        assert [r.index for r in imported.results] == list(range(len(lazy)))
+        for outcome in ("created", "unchanged", "superseded"):
+            assert imported.count(outcome) == written.count(outcome)
+        assert imported.written == written.written and imported.rejected == ()
+        count = ("MATCH (:Episode {tenant_id: $t})-[m:MENTIONS]->() "
+                 "RETURN count(m) AS n, count(DISTINCT [elementId(startNode(m)), elementId(endNode(m))]) AS pairs")
+        stored = graph.store.read(count, {"t": "import-lazy"})[0]
+        assert stored["n"] == stored["pairs"] == graph.store.read(count, {"t": "import-lazy-many"})[0]["n"]
+        assert graph.doctor("import-lazy") == []
+    finally:
+        for t in ("import-lazy", "import-lazy-many"):
+            graph.delete_tenant(t)
+
+
+def test_async_import_history_matches_the_sync_one(neo4j_connection: tuple[str, tuple[str, str]],
+                                                   graph: MemoryGraph) -> None:
+    uri, auth = neo4j_connection
+    sync_w = bench.generate(600, 40, 29, "import-sync")
+    async_w = bench.generate(600, 40, 29, "import-async")
+    for t in ("import-sync", "import-async"):
+        graph.delete_tenant(t)
+
+    async def scenario() -> BatchResult:
+        async with await AsyncMemoryGraph.connect(uri, auth) as agraph:
+            await agraph.store.record(async_w.episodes)
+            result = await agraph.import_history(iter(async_w.deltas), chunk_size=150)
+            with pytest.raises(Conflict, match="import-async"):  # no longer empty
+                await agraph.import_history(async_w.deltas[:5])
+            return result
+
+    try:
+        graph.record_episodes(sync_w.episodes)
+        expected = graph.import_history(sync_w.deltas, chunk_size=150)
+        got = asyncio.run(scenario())
+        assert [r.outcome for r in got.results] == [r.outcome for r in expected.results]
+        for subject, attribute in list(sync_w.slots)[::5]:
+            assert len(graph.history("import-async", subject, attribute)) == \
+                len(graph.history("import-sync", subject, attribute))
+    finally:
+        for t in ("import-sync", "import-async"):
+            graph.delete_tenant(t)

@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -85,3 +86,15 @@ def test_slot_keys_and_subjects_match_the_models() -> None:
     assert list(keys.without("located_in")) == [k for k in keys if k[1] != "located_in"]
     assert stream.subjects_with("knows", 3_000) == sorted({d.subject for d in deltas if d.attribute == "knows"})
     assert any(k[0].startswith("co-") for k in keys) and any(k[0].startswith("p-") for k in keys)
+
+
+def test_delta_view_builds_the_streams_models_on_access() -> None:
+    stream = bench_scale.Stream(seed=7, final_size=1_000_000)
+    stream.take(300)
+    view = stream.view(100, 250)
+    assert len(view) == 150 and len(stream.view(250, 10_000)) == 50
+    built = [d.model_dump() for d in stream.deltas(100, 250)]
+    assert [view[i].model_dump() for i in range(len(view))] == built
+    assert view[-1].model_dump() == built[-1] and view[0] is not view[0]  # a new model each time
+    with pytest.raises(IndexError):
+        view[150]
