@@ -309,6 +309,52 @@ def missing_error(tenant: str, missing: Sequence[str]) -> InvalidDelta | None:
     )
 
 
+# What :func:`import_requests` asks of its driver (``Store`` / ``AsyncStore``): ``("read", Statement)``
+# is answered with the records; ``("write", make_steps)`` runs ``make_steps()`` as one write
+# transaction and is answered with its result; ``("undo", tenants)`` removes what was imported
+# into ``tenants`` (``UNDO``). A failed request is thrown back into the generator.
+ImportRequest = tuple[str, object]
+
+
+def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
+                    chunk_size: int = DEFAULT_CHUNK,
+                    on_progress: Callable[[int, int], None] | None = None,
+                    ) -> Generator[ImportRequest, object, ImportResult]:
+    """The whole import (see the module docstring) as requests to a driver, so that the sync and
+    the async store run the same plan, checks, chunks and undo."""
+    steps = plan_steps(deltas, schema, chunk_size)
+    try:
+        statement = next(steps)
+        while True:
+            statement = steps.send((yield ("read", statement)))  # type: ignore[arg-type]
+    except StopIteration as stop:
+        plan: ImportPlan = stop.value
+    outcomes = Outcomes(plan.total)
+    if not plan.chunk_count:
+        return ImportResult(outcomes)
+    occupied = yield ("read", Statement(OCCUPIED, {"tenants": list(plan.tenants)}))
+    error = occupied_error(occupied)  # type: ignore[arg-type]
+    if error is not None:
+        raise error
+    done = 0
+    try:
+        for chunk in plan.chunks():
+            ready = prepare_all(deltas, chunk, schema)
+            batch = yield ("write", lambda: chunk_steps(ready, schema, clock))
+            outcomes.record(batch.results)  # type: ignore[attr-defined]
+            done += len(chunk)
+            del ready
+            if on_progress is not None:
+                on_progress(done, plan.total)
+    except GeneratorExit:
+        raise
+    except BaseException:  # an interrupt too: the tenants are left as empty as they were
+        if done:
+            yield ("undo", plan.tenants)
+        raise
+    return ImportResult(outcomes)
+
+
 __all__ = ["DEFAULT_CHUNK", "ImportPlan", "ImportResult", "MERGE_MENTIONS", "MISSING_EPISODES", "OCCUPIED",
-           "Outcomes", "UNDO", "check_chunk_size", "chunk_steps", "missing_error", "occupied_error",
+           "Outcomes", "UNDO", "check_chunk_size", "chunk_steps", "import_requests", "missing_error", "occupied_error",
            "plan_steps", "prepare_all"]

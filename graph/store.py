@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from .bulk import DEFAULT_CHUNK, OCCUPIED, UNDO, ImportResult, Outcomes, chunk_steps, occupied_error, plan_steps, prepare_all
+from .bulk import DEFAULT_CHUNK, UNDO, ImportResult, import_requests
 from .episodes import Recorded, record_steps
 from .evolution import (
     DEFAULT_BATCH as MIGRATION_BATCH,
@@ -344,39 +344,30 @@ class Store(_Base):
         lazy sequence that builds each delta on access keeps memory bounded. ``on_progress(done,
         total)`` is called after each chunk with counts of deltas.
         """
-        plan = self._drive_reads(plan_steps(deltas, self.schema, chunk_size))
-        outcomes = Outcomes(plan.total)
-        if not plan.chunk_count:
-            return ImportResult(outcomes)
-        error = occupied_error(self.read(OCCUPIED, {"tenants": list(plan.tenants)}))
-        if error is not None:
-            raise error
-        done = 0
+        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress)
         try:
-            for chunk in plan.chunks():
-                ready = prepare_all(deltas, chunk, self.schema)
-                outcomes.record(self._write(lambda: chunk_steps(ready, self.schema, self.clock)).results)
-                done += len(chunk)
-                del ready
-                if on_progress is not None:
-                    on_progress(done, plan.total)
-        except BaseException:
-            if done:
-                with translated(self.uri), self.driver.session(database=self.database) as session:
-                    for tenant in plan.tenants:
-                        for statement in UNDO:
-                            session.run(statement, tenant=tenant).consume()
-            raise
-        return ImportResult(outcomes)
-
-    def _drive_reads(self, steps: Generator[Statement, Records, T]) -> T:
-        """Drive a statement generator whose statements are reads, each in its own transaction."""
-        try:
-            statement = next(steps)
+            request = next(requests)
             while True:
-                statement = steps.send(self.read(statement.query, statement.params))
+                try:
+                    answer = self._serve(*request)
+                except BaseException as exc:
+                    request = requests.throw(exc)
+                else:
+                    request = requests.send(answer)
         except StopIteration as stop:
             return stop.value
+
+    def _serve(self, kind: str, payload: Any) -> Any:
+        """One request of ``bulk.import_requests``."""
+        if kind == "read":
+            return self.read(payload.query, payload.params)
+        if kind == "write":
+            return self._write(payload)
+        with translated(self.uri), self.driver.session(database=self.database) as session:
+            for tenant in payload:
+                for statement in UNDO:
+                    session.run(statement, tenant=tenant).consume()
+        return None
 
 
 class AsyncStore(_Base):
@@ -431,34 +422,27 @@ class AsyncStore(_Base):
     async def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
                              on_progress: Callable[[int, int], None] | None = None) -> ImportResult:
         """The async twin of :meth:`Store.import_history` (the same plan and chunk transactions)."""
-        steps = plan_steps(deltas, self.schema, chunk_size)
+        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress)
         try:
-            statement = next(steps)
+            request = next(requests)
             while True:
-                statement = steps.send(await self.read(statement.query, statement.params))
+                try:
+                    answer = await self._serve(*request)
+                except BaseException as exc:
+                    request = requests.throw(exc)
+                else:
+                    request = requests.send(answer)
         except StopIteration as stop:
-            plan = stop.value
-        outcomes = Outcomes(plan.total)
-        if not plan.chunk_count:
-            return ImportResult(outcomes)
-        error = occupied_error(await self.read(OCCUPIED, {"tenants": list(plan.tenants)}))
-        if error is not None:
-            raise error
-        done = 0
-        try:
-            for chunk in plan.chunks():
-                ready = prepare_all(deltas, chunk, self.schema)
-                outcomes.record((await self._write(lambda: chunk_steps(ready, self.schema, self.clock))).results)
-                done += len(chunk)
-                del ready
-                if on_progress is not None:
-                    on_progress(done, plan.total)
-        except BaseException:
-            if done:
-                with translated(self.uri):
-                    async with self.driver.session(database=self.database) as session:
-                        for tenant in plan.tenants:
-                            for statement in UNDO:
-                                await (await session.run(statement, tenant=tenant)).consume()
-            raise
-        return ImportResult(outcomes)
+            return stop.value
+
+    async def _serve(self, kind: str, payload: Any) -> Any:
+        if kind == "read":
+            return await self.read(payload.query, payload.params)
+        if kind == "write":
+            return await self._write(payload)
+        with translated(self.uri):
+            async with self.driver.session(database=self.database) as session:
+                for tenant in payload:
+                    for statement in UNDO:
+                        await (await session.run(statement, tenant=tenant)).consume()
+        return None

@@ -345,3 +345,47 @@ def test_async_import_history_matches_the_sync_one(neo4j_connection: tuple[str, 
     finally:
         for t in ("import-sync", "import-async"):
             graph.delete_tenant(t)
+
+
+class _FailingDeltas(_LazyDeltas):
+    """Fails on a read of the second pass, after ``after`` deltas were read there: a crash midway."""
+
+    def __init__(self, deltas: Sequence[MemoryDelta], after: int) -> None:
+        super().__init__(deltas)
+        self.after = after
+
+    def __getitem__(self, index: int) -> MemoryDelta:  # type: ignore[override]
+        if self.builds >= len(self.rows) + self.after:
+            raise RuntimeError(f"the source went away at delta {index}")
+        return super().__getitem__(index)
+
+
+def test_import_history_that_fails_midway_leaves_the_tenant_empty(
+        neo4j_connection: tuple[str, tuple[str, str]], graph: MemoryGraph) -> None:
+    uri, auth = neo4j_connection
+    tenants = ("import-fail", "import-fail-async")
+    worlds = [bench.generate(1_200, 60, 31, t) for t in tenants]
+    count = ("MATCH (n {tenant_id: $t}) RETURN sum(CASE WHEN n:Episode THEN 1 ELSE 0 END) AS episodes, "
+             "sum(CASE WHEN n:Entity OR n:Value THEN 1 ELSE 0 END) AS others")
+
+    async def run_async() -> None:
+        async with await AsyncMemoryGraph.connect(uri, auth) as agraph:
+            await agraph.import_history(_FailingDeltas(worlds[1].deltas, after=700), chunk_size=300)
+
+    for t in tenants:
+        graph.delete_tenant(t)
+    try:
+        for world in worlds:
+            graph.record_episodes(world.episodes)
+        with pytest.raises(RuntimeError, match="went away"):  # two chunks of 300 were written by then
+            graph.import_history(_FailingDeltas(worlds[0].deltas, after=700), chunk_size=300)
+        with pytest.raises(RuntimeError, match="went away"):
+            asyncio.run(run_async())
+        for t, world in zip(tenants, worlds):
+            stored = graph.store.read(count, {"t": t})[0]
+            assert stored == {"episodes": len(world.episodes), "others": 0}, t
+        again = graph.import_history(worlds[0].deltas, chunk_size=300)  # empty again, so it may start over
+        assert again.written > 0 and graph.doctor("import-fail") == []
+    finally:
+        for t in tenants:
+            graph.delete_tenant(t)
