@@ -717,8 +717,7 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
 
 def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, str] | None,
          dm: bool, graphiti: bool | None, log: Callable[[str], None], threads: int) -> dict[str, Any]:
-    from sgam.api import MemoryGraph, _connection
-    from sgam.settings import Settings
+    from sgam.api import MemoryGraph
 
     started_at = datetime.now(timezone.utc)
     run_id = f"{seed}-{secrets.token_hex(3)}"
@@ -745,13 +744,7 @@ def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, 
                 from sgam import bench_graphiti
             except ImportError as exc:
                 raise SgamError(f"{exc}; or leave Graphiti out with --no-graphiti") from None
-            from sgam.queries.embeddings import default_embedder
-
-            settings = Settings()
-            g_uri, g_auth = _connection(uri, auth, settings)
-            gsession = bench_graphiti.GraphitiSession(g_uri, g_auth, default_embedder(),
-                                                      database=settings.neo4j_database)
-            greplay = bench_graphiti.GraphitiReplay(gsession)
+            gsession, greplay = _graphiti_replay(bench_graphiti, uri, auth)
             graphiti_info = {"load": greplay.load(world), **bench_graphiti.RULES}
             log(f"Graphiti loaded in {graphiti_info['load']['seconds']}s: "
                 f"{graphiti_info['load']['entity_edges']} edges, "
@@ -821,19 +814,28 @@ def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, 
     return result
 
 
+def _graphiti_replay(bench_graphiti: Any, uri: str | None, auth: tuple[str, str] | None) -> tuple[Any, Any]:
+    """A Graphiti session on the benchmark's database (MiniLM embedder) and its replay driver."""
+    from sgam.api import _connection
+    from sgam.queries.embeddings import default_embedder
+    from sgam.settings import Settings
+
+    settings = Settings()
+    g_uri, g_auth = _connection(uri, auth, settings)
+    session = bench_graphiti.GraphitiSession(g_uri, g_auth, default_embedder(),
+                                             database=settings.neo4j_database)
+    return session, bench_graphiti.GraphitiReplay(session)
+
+
 def _graphiti_probe(world: World, uri: str | None, auth: tuple[str, str] | None,
                     log: Callable[[str], None]) -> dict[str, Any]:
     """Graphiti left out at a size beyond ``GRAPHITI_SIZES``: load the first
     ``GRAPHITI_PROBE_PERSONS`` persons of the first tenant the same way (then delete them) and
     extrapolate that load rate linearly to the whole world, for the skip reason."""
-    from sgam.api import _connection
-    from sgam.settings import Settings
-
     why = (f"not run at size {world.size} ({len(world.events):,} episodes; default: Graphiti at "
            f"sizes {', '.join(GRAPHITI_SIZES)}, --graphiti forces it)")
     try:
         from sgam import bench_graphiti
-        from sgam.queries.embeddings import default_embedder
     except ImportError as exc:
         return {"skipped": f"{why}; its load rate was not measured ({exc})"}
     tenant = world.tenants[0]
@@ -842,11 +844,7 @@ def _graphiti_probe(world: World, uri: str | None, auth: tuple[str, str] | None,
                    [e for e in world.events if e.tenant == tenant and e.subject in chosen],
                    world.slots, {tenant: world.erased[tenant] & chosen},
                    {s: p for s, p in world.persons.items() if s in chosen}, [], Counter())
-    settings = Settings()
-    g_uri, g_auth = _connection(uri, auth, settings)
-    session = bench_graphiti.GraphitiSession(g_uri, g_auth, default_embedder(),
-                                             database=settings.neo4j_database)
-    replay = bench_graphiti.GraphitiReplay(session)
+    session, replay = _graphiti_replay(bench_graphiti, uri, auth)
     try:
         load = replay.load(sample)
     except Exception as exc:  # noqa: BLE001 - a failed probe must not cost the run
