@@ -67,7 +67,7 @@ MERGE (ep)-[:MENTIONS]->(e)
 # Undo of a failed import: the tenant had no entities or values before it started.
 UNDO = tuple(
     f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 5000 ROWS"
-    for label in ("Value", "Entity")
+    for label in ("Value", "Entity", "Ledger")
 )
 
 _ROLES = ("subject", "target")

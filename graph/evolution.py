@@ -87,6 +87,11 @@ MERGE (s:SchemaVersion {name: $name, version: $version})
   ON CREATE SET s.definition = $definition, s.applied_at = $now
 """
 
+# Moved and converted facts leave their statements behind: the ledgers of every attribute a
+# migration touched are dropped when it finishes, and each slot's next write rebuilds its ledger
+# from the migrated rows (docs/temporal-semantics.md).
+DROP_LEDGERS = "MATCH (l:Ledger) WHERE l.attribute IN $attributes DETACH DELETE l"
+
 FAIL = "MATCH (m:SchemaMigration {id: $id}) SET m.status = 'failed', m.error = $error, m.failed_at = $now"
 
 # A fact moves to another relationship type: recreate it with every property, then delete it.

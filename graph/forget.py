@@ -17,6 +17,8 @@ The named query ``residue`` (queries/residue.cypher) proves nothing is left.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime
@@ -71,6 +73,14 @@ WHERE $subject IN coalesce(q.subjects, []) OR q.episode_id IN $only + $shared
 DETACH DELETE q
 """
 
+# The subject's statements, and the statements of other slots that name it as their value (a
+# relation pointing at it): those slots are rebuilt from their remaining rows on their next write.
+DELETE_LEDGERS = """
+MATCH (l:Ledger {tenant_id: $tenant})
+WHERE l.subject = $subject OR any(p IN l.points WHERE p CONTAINS $quoted)
+DETACH DELETE l
+"""
+
 TOMBSTONE = """
 MERGE (t:Tombstone {tenant_id: $tenant, subject: $subject})
 SET t.forgotten_at = $now, t.episodes_deleted = size($only), t.episodes_redacted = size($shared)
@@ -102,5 +112,6 @@ def forget_steps(tenant: str, subject: str, now: datetime) -> Generator[Statemen
     yield Statement(DELETE_EPISODES, params)
     yield Statement(REDACT_EPISODES, params)
     yield Statement(DELETE_QUARANTINE, params)
+    yield Statement(DELETE_LEDGERS, {**params, "quoted": json.dumps(subject)})
     yield Statement(TOMBSTONE, params)
     return ForgetReport(tenant, subject, tuple(only), tuple(shared), now)

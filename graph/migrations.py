@@ -87,6 +87,16 @@ SCHEMA_MIGRATIONS = Migration(
     ),
 )
 
+# The change-point model (docs/temporal-semantics.md): one ledger of statements per slot. Slots
+# written before it have none; the write path rebuilds one from their believed rows on first touch.
+LEDGER = Migration(
+    "0006-ledger",
+    (
+        "CREATE CONSTRAINT sgam_ledger_slot IF NOT EXISTS "
+        "FOR (l:Ledger) REQUIRE (l.tenant_id, l.subject, l.attribute) IS UNIQUE",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -125,7 +135,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS]
+            SCHEMA_MIGRATIONS, LEDGER]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -15,7 +15,7 @@ from datetime import date, datetime, timezone
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ScalarValue = str | int | float | bool | date | datetime
 
@@ -172,7 +172,9 @@ class MemoryDelta(_Model):
     ``value`` is a literal for attribute facts and the target entity id for relation facts. A
     ``retract`` (or a ``confirm`` of the only pending candidate) may leave ``value`` out for a
     cardinality-one attribute. ``confirm`` promotes a pending candidate; ``asserted_by`` is the
-    confirming actor.
+    confirming actor. ``valid_to`` makes the statement speak about ``[valid_from, valid_to)`` only
+    (SQL:2011 ``FOR PORTION OF``); ``replaces`` names the wrong member that a ``correct`` of a
+    set-valued attribute replaces. The rules: ``docs/temporal-semantics.md``.
     """
 
     tenant_id: str
@@ -186,6 +188,8 @@ class MemoryDelta(_Model):
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     subject_type: str | None = None
     subject_name: str | None = None
+    valid_to: datetime | None = None
+    replaces: Any = None
 
     _tenant = field_validator("tenant_id")(classmethod(lambda cls, v: check_tenant(v)))
     _subject = field_validator("subject")(classmethod(lambda cls, v: check_id(v, "subject")))
@@ -197,6 +201,31 @@ class MemoryDelta(_Model):
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
         return require_aware(value, "valid_from")
+
+    @field_validator("valid_to")
+    @classmethod
+    def _aware_to(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else require_aware(value, "valid_to")
+
+    @model_validator(mode="after")
+    def _interval(self) -> "MemoryDelta":
+        if self.valid_to is not None:
+            if self.valid_to <= self.valid_from:
+                raise ValueError(
+                    f"valid_to {self.valid_to.isoformat()} is not after valid_from "
+                    f"{self.valid_from.isoformat()}: an interval [valid_from, valid_to) needs "
+                    "valid_to later than valid_from (leave valid_to out for 'until further notice')"
+                )
+            if self.op in (Op.CORRECT, Op.CONFIRM):
+                raise ValueError(
+                    f"op {self.op.value!r} takes no valid_to: a correction replaces the version "
+                    "holding at valid_from; to say a value held only on an interval, use an "
+                    "'assert' with valid_to"
+                )
+        if self.replaces is not None and self.op is not Op.CORRECT:
+            raise ValueError("'replaces' names the wrong member a 'correct' replaces; "
+                             f"op {self.op.value!r} takes none")
+        return self
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -1,60 +1,311 @@
-"""Reconciliation: the pure function that decides what a proposed write does to stored history.
+"""Reconciliation: the pure functions that decide what a proposed write does to stored history.
 
-``reconcile(existing, delta, schema, now)`` reads the stored versions of one
-(tenant, subject, attribute) slot and returns a :class:`WritePlan`: which rows to retire in
-transaction time (``expire``), which rows to create, and which rows merely gain support. Nothing
-here touches the database and the clock is passed in.
+The believed history of a slot (tenant, subject, attribute) is a function of the **set of
+statements** the store accepted about it, never of their arrival order, batching or writers
+(``docs/temporal-semantics.md`` is the contract). Every accepted delta is a :class:`Point` kept in
+the slot's ledger, including those that change nothing visible when they arrive.
+:func:`believed_runs` derives the timeline from the points:
 
-Rows are immutable apart from their support counters and ``expired_at``: closing a version writes a
-closed copy and retires the open row, so ``known_at`` queries stay exact.
+* each statement without ``valid_to`` is a change point at its ``valid_from``: ``assert`` v sets v,
+  ``retract`` clears (``retract`` v clears only if v is in force there), ``correct`` v replaces the
+  change point in force (it was never true) by v, or acts as an assert where nothing is in force;
+* the points are applied in valid-time order; at one instant retracts, then asserts, then corrects,
+  then by confidence (lowest first: the most confident wins), then by value and key;
+* statements with ``valid_to`` (SQL:2011 ``FOR PORTION OF``) then overwrite ``[valid_from,
+  valid_to)`` only, earliest first, the longer of two starting together first;
+* the value at x is the one of the latest change point at or before x; believed rows are the
+  maximal runs of that function. A set-valued attribute has one such timeline per member.
 
-The believed rows of a slot always form *maximal runs*: for a cardinality-one attribute no two
-believed rows overlap and no two adjacent ones hold the same value; for a set-valued attribute the
-same holds per member. Every operation edits that timeline as a list of segments and then diffs it
-against the stored rows, so the rules below are all the code has to get right:
+So a backdated assert ends at the next change point after it, whatever its value, including a
+re-assert of the value already holding; a re-assert makes no new row, only more support.
 
-* **assert** ``v`` at ``t``: if ``v`` already holds at ``t`` the open row gains support; otherwise
-  the row open at ``t`` is cut at ``t`` and ``v`` holds from ``t`` to where that row ended (or,
-  in a gap, to where the next row starts). A backdated assert thus never closes a newer version.
-* **correct** ``v`` at ``t``: the version holding at ``t`` was never true; ``v`` takes over its
-  whole interval. With nothing holding at ``t`` it is an assert.
-* **retract** at ``t``: the version holding at ``t`` ends at ``t`` (retracting at its start means it
-  was never true). Retracting nothing is a no-op.
-* replaying a delta already applied changes nothing.
+``reconcile(existing, delta, schema, now, statements=...)`` returns a :class:`WritePlan`: rows to
+retire in transaction time (``expire``), rows to create, rows whose support grows, and the points
+to add to the ledger. It diffs the stored believed rows against the runs derived from the points
+after the delta. Rows are immutable apart from their support counters and ``expired_at``, so
+``known_at`` queries stay exact. Nothing here touches the database and the clock is passed in.
 
 **Candidates** (an attribute with ``requires: N`` > 1 or ``sensitive: true``, see
-:class:`~sgam.graph.schema.AttributeSpec`). A value that does not already hold at ``t`` is not
-applied: it becomes (or supports) the slot's pending candidate for that value, a believed row with
-``status = candidate`` that never closes, cuts or supersedes a confirmed version. There is one
+:class:`~sgam.graph.schema.AttributeSpec`). A value that is not in force at ``t`` is not a change
+point yet: it becomes (or supports) the slot's pending candidate for that value, a believed row
+with ``status = candidate`` that never closes, cuts or supersedes a confirmed version. There is one
 pending candidate per value (per member of a set); it keeps the ``valid_from`` and ``op`` of the
 statement that opened it, and later statements of the value, at any valid time, add support.
-Competing values of a cardinality-one slot wait side by side, each with its own support; a
-``correct`` withdraws the other pending values. The candidate is **promoted** when its support
-reaches N distinct episodes (never for a sensitive attribute) or when a ``confirm`` delta from an
-allowed actor arrives: the candidate row is retired and its value applies exactly as a confirmed
-``assert``/``correct`` at its ``valid_from`` would have, carrying all its support. A ``retract``
-naming a pending value withdraws that candidate; every other retract acts on confirmed versions.
+Competing values of a cardinality-one slot wait side by side; a ``correct`` withdraws the other
+pending values. The candidate is **promoted** when its support reaches N distinct episodes (never
+for a sensitive attribute) or when a ``confirm`` from an allowed actor arrives: the candidate row
+is retired and its statement becomes a change point, carrying all its support. A ``retract``
+naming a pending value withdraws that candidate; every other retract is a change point.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, NotAllowed, NotFound
 from .models import Cardinality, Fact, MemoryDelta, Op, Status, require_aware
-from .schema import Schema
+from .schema import AttributeSpec, Schema
 
-MAX_FUTURE = timedelta(days=1)
+DEFAULT_MAX_FUTURE = timedelta(days=36_500)
+"""How far after now a ``valid_from`` may lie before it is refused as absurd (a scheduled change
+further out is more likely a typo for a date value). The setting ``SGAM_MAX_FUTURE_DAYS`` and the
+attribute option ``max_future_days`` change it."""
+
+# At one instant: retracts first (a retract at t ends what held before t, so an end and a start at
+# the same instant meet, as [a, t) and [t, b) do), then asserts, then corrections.
+_RANK = {Op.RETRACT.value: 0, Op.ASSERT.value: 1, Op.CORRECT.value: 2}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One accepted statement about a slot, as kept in the slot's ledger.
+
+    ``value`` is JSON-able (dates as ISO strings) and ``value_key`` canonical (``""``: a retract
+    without value). ``until`` is the statement's ``valid_to``; ``replaces_key``/``replaces`` name the
+    member a ``correct`` of a set replaces. ``support``, ``episodes`` and ``keys`` are set only on
+    points rebuilt from rows written before the ledger existed (a row's whole support).
+    """
+
+    at: datetime
+    op: str
+    value: Any
+    value_key: str
+    key: str
+    episode: str
+    asserted_by: str
+    confidence: float
+    until: datetime | None = None
+    replaces_key: str = ""
+    replaces: Any = None
+    schema_version: int | None = None
+    support: int = 1
+    episodes: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    confirmed_by: str | None = None
+    confirmed_by_episode_id: str | None = None
+
+    def order(self) -> tuple[Any, ...]:
+        return (self.at, _RANK[self.op], self.confidence, self.value_key, self.key)
+
+    def to_json(self) -> str:
+        """The ledger entry: a compact JSON object (defaults left out)."""
+        entry: dict[str, Any] = {"at": self.at.isoformat(), "op": self.op, "v": self.value,
+                                 "k": self.value_key, "id": self.key, "ep": self.episode,
+                                 "by": self.asserted_by, "c": self.confidence}
+        optional = {"to": self.until.isoformat() if self.until else None, "rk": self.replaces_key,
+                    "rv": self.replaces, "sv": self.schema_version,
+                    "n": self.support if self.support != 1 else None,
+                    "eps": list(self.episodes), "keys": list(self.keys),
+                    "cb": self.confirmed_by, "cbe": self.confirmed_by_episode_id}
+        entry.update((k, v) for k, v in optional.items() if v not in (None, "", []))
+        return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Point:
+        e = json.loads(text)
+        return cls(
+            at=datetime.fromisoformat(e["at"]), op=e["op"], value=e.get("v"), value_key=e["k"],
+            key=e["id"], episode=e["ep"], asserted_by=e["by"], confidence=e["c"],
+            until=datetime.fromisoformat(e["to"]) if e.get("to") else None,
+            replaces_key=e.get("rk", ""), replaces=e.get("rv"), schema_version=e.get("sv"),
+            support=e.get("n", 1), episodes=tuple(e.get("eps", ())), keys=tuple(e.get("keys", ())),
+            confirmed_by=e.get("cb"), confirmed_by_episode_id=e.get("cbe"),
+        )
+
+    @property
+    def supporting_keys(self) -> tuple[str, ...]:
+        return self.keys or (self.key,)
+
+    @property
+    def supporting_episodes(self) -> tuple[str, ...]:
+        return self.episodes or (self.episode,)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A believed version derived from the points: ``value_key`` holds on ``[start, end)``."""
+
+    start: datetime
+    end: datetime | None
+    value_key: str
+    opener: Point
+    support: tuple[Point, ...] = ()
+
+
+@dataclass
+class _Entry:
+    at: datetime
+    value_key: str | None
+    opener: Point | None
+
+
+def _sweep(steps: Iterable[tuple[Point, str, str | None]]) -> list[_Entry]:
+    """Apply change points (``point, kind, value_key``) in order; see the module docstring."""
+    entries: list[_Entry] = []
+    for point, kind, vkey in sorted(steps, key=lambda s: s[0].order()):
+        last = entries[-1] if entries else None
+        if kind == "set":
+            entries.append(_Entry(point.at, vkey, point))
+        elif kind == "clear":
+            entries.append(_Entry(point.at, None, point))
+        elif kind == "clear_if":
+            if last is not None and last.value_key == vkey:
+                entries.append(_Entry(point.at, None, point))
+        elif last is not None and last.value_key is not None:  # correct
+            if last.value_key != vkey:
+                last.value_key, last.opener = vkey, point
+        elif vkey is not None:
+            entries.append(_Entry(point.at, vkey, point))
+    return _normalised(entries)
+
+
+def _normalised(entries: list[_Entry]) -> list[_Entry]:
+    """One entry per instant (the last one applied there)."""
+    out: list[_Entry] = []
+    for entry in entries:
+        if out and out[-1].at == entry.at:
+            out[-1] = entry
+        else:
+            out.append(entry)
+    return out
+
+
+def _in_force(entries: Sequence[_Entry], instant: datetime) -> _Entry | None:
+    found = None
+    for entry in entries:
+        if entry.at > instant:
+            break
+        found = entry
+    return found
+
+
+def _overlay(entries: list[_Entry], point: Point, vkey: str | None, only: str | None) -> list[_Entry]:
+    """``[point.at, point.until)`` takes ``vkey`` (only where ``only`` holds, when given)."""
+    start, end = point.at, point.until
+    assert end is not None
+    first = _in_force(entries, start)
+    segments = [(start, first)] + [(e.at, e) for e in entries if start < e.at < end]
+    inside = []
+    for at, entry in segments:
+        held = entry.value_key if entry is not None else None
+        if only is None or held == only:
+            inside.append(_Entry(at, vkey, point))
+        else:
+            inside.append(_Entry(at, held, entry.opener if entry is not None else None))
+    after = [e for e in entries if e.at >= end]
+    if not after or after[0].at != end:
+        resumed = _in_force(entries, end)
+        after.insert(0, _Entry(end, resumed.value_key if resumed else None,
+                               resumed.opener if resumed else None))
+    return [e for e in entries if e.at < start] + inside + after
+
+
+def _runs(entries: Sequence[_Entry]) -> list[tuple[datetime, datetime | None, str, Point]]:
+    runs: list[tuple[datetime, datetime | None, str, Point]] = []
+    for index, entry in enumerate(entries):
+        end = entries[index + 1].at if index + 1 < len(entries) else None
+        if entry.value_key is None or entry.opener is None:
+            continue
+        if runs and runs[-1][1] == entry.at and runs[-1][2] == entry.value_key:
+            runs[-1] = (runs[-1][0], end, entry.value_key, runs[-1][3])
+        else:
+            runs.append((entry.at, end, entry.value_key, entry.opener))
+    return runs
+
+
+def _timeline(steps: list[tuple[Point, str, str | None]], intervals: list[Point],
+              member: str | None) -> list[_Entry]:
+    entries = _sweep(steps)
+    for point in sorted(intervals, key=lambda p: (p.at, -p.until.timestamp(), *p.order()[1:])):  # type: ignore[union-attr]
+        if point.op == Op.ASSERT.value:
+            entries = _overlay(entries, point, point.value_key, None)
+        else:  # a retract: of everything, or of its value only (a set's member: its timeline)
+            only = None if member is not None or not point.value_key else point.value_key
+            entries = _overlay(entries, point, None, only)
+    return entries
+
+
+def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
+    """The believed versions the ``points`` of one slot derive (see the module docstring)."""
+    points = list(points)
+    if not many:
+        steps = [(p, _KIND[p.op] if p.op != Op.RETRACT.value or not p.value_key else "clear_if",
+                  p.value_key or None) for p in points if p.until is None]
+        runs = _runs(_timeline(steps, [p for p in points if p.until is not None], None))
+    else:
+        runs = []
+        for member, entries in _member_timelines(points).items():
+            runs.extend(_runs(entries))
+        runs.sort(key=lambda r: (r[2], r[0]))
+    return [Run(start, end, vkey, opener, _support(points, start, end, vkey))
+            for start, end, vkey, opener in runs]
+
+
+_KIND = {Op.ASSERT.value: "set", Op.CORRECT.value: "correct", Op.RETRACT.value: "clear"}
+
+
+def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
+    """A set's timelines, one per member. A ``correct`` with ``replaces`` cancels the membership
+    of ``replaces`` in force at its instant and sets its own member from that membership's start,
+    found before any such derived point is added (chains of corrections cannot loop)."""
+    own: dict[str, list[tuple[Point, str, str | None]]] = {}
+    intervals: dict[str, list[Point]] = {}
+    for p in points:
+        if p.until is not None:
+            intervals.setdefault(p.value_key, []).append(p)
+        elif p.op == Op.CORRECT.value and p.replaces_key:
+            own.setdefault(p.replaces_key, []).append((p, "correct", None))
+            own.setdefault(p.value_key, [])
+        elif p.op == Op.RETRACT.value:
+            own.setdefault(p.value_key, []).append((p, "clear", None))
+        else:
+            own.setdefault(p.value_key, []).append((p, "set", p.value_key))
+    derived: dict[str, list[tuple[Point, str, str | None]]] = {}
+    for member, steps in own.items():
+        ordered = sorted(steps, key=lambda s: s[0].order())
+        for index, (p, kind, _) in enumerate(ordered):
+            if kind != "correct":
+                continue
+            held = _in_force(_sweep(ordered[:index]), p.at)
+            at = held.at if held is not None and held.value_key is not None else p.at
+            derived.setdefault(p.value_key, []).append((replace(p, at=at), "set", p.value_key))
+    members = set(own) | set(intervals) | set(derived)
+    return {m: _timeline(own.get(m, []) + derived.get(m, []), intervals.get(m, []), m)
+            for m in sorted(members)}
+
+
+def _support(points: list[Point], start: datetime, end: datetime | None,
+             vkey: str) -> tuple[Point, ...]:
+    """The statements of ``vkey`` that lie in (or, for intervals, overlap) ``[start, end)``."""
+    found = []
+    for p in points:
+        if p.value_key != vkey or p.op == Op.RETRACT.value:
+            continue
+        if end is not None and p.at >= end:
+            continue
+        if p.at >= start or (p.until is not None and p.until > start):
+            found.append(p)
+    return tuple(found)
+
+
+def value_at(runs: Sequence[Run], instant: datetime) -> Run | None:
+    """The run of a cardinality-one slot holding at ``instant``."""
+    for run in runs:
+        if run.start <= instant and (run.end is None or instant < run.end):
+            return run
+    return None
 
 
 @dataclass(frozen=True)
 class WritePlan:
-    """What one delta does: rows to expire, rows to create, rows whose support grows."""
+    """What one delta does: rows to expire, rows to create, rows whose support grows, and the
+    statements to add to the slot's ledger."""
 
     tenant_id: str
     subject: str
@@ -68,25 +319,15 @@ class WritePlan:
     expire: tuple[str, ...] = ()
     create: tuple[dict[str, Any], ...] = ()
     support: tuple[str, ...] = ()
+    statements: tuple[Point, ...] = ()
     message: str = ""
 
     @property
     def changes_anything(self) -> bool:
-        return bool(self.expire or self.create or self.support)
+        return bool(self.expire or self.create or self.support or self.statements)
 
 
-@dataclass
-class _Segment:
-    """A piece of the valid-time timeline, remembering where it came from."""
-
-    start: datetime
-    end: datetime | None
-    value_key: str
-    rows: list[Fact] = field(default_factory=list)
-    from_delta: bool = False
-
-
-def delta_key(delta: MemoryDelta, value_key: str) -> str:
+def delta_key(delta: MemoryDelta, value_key: str, replaces_key: str = "") -> str:
     """The idempotency key of a delta: replaying the same statement gives the same key.
 
     A confirmation is keyed without its ``valid_from`` (the API stamps it with the time of the
@@ -97,6 +338,10 @@ def delta_key(delta: MemoryDelta, value_key: str) -> str:
         delta.tenant_id, delta.subject, delta.attribute, delta.op.value, value_key,
         when, delta.source_episode_id,
     ]
+    if delta.valid_to is not None:
+        parts.append("to=" + delta.valid_to.isoformat())
+    if replaces_key:
+        parts.append("replaces=" + replaces_key)
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
@@ -105,101 +350,316 @@ def new_memory_id() -> str:
     return "m-" + os.urandom(10).hex()
 
 
+def storable_value(value: Any) -> Any:
+    """A value as a ledger entry keeps it (JSON: dates as ISO strings)."""
+    return value.isoformat() if isinstance(value, (date, datetime)) else value
+
+
+def points_from_rows(rows: Iterable[Fact]) -> list[Point]:
+    """Statements standing for believed confirmed rows written before the ledger existed: each
+    row's start (with its whole support), and a retract where it ends and nothing follows."""
+    rows = sorted((r for r in rows if r.expired_at is None and r.status is Status.CONFIRMED),
+                  key=lambda r: (r.value_key, r.valid_from))
+    starts = {(r.value_key, r.valid_from) for r in rows}
+    points = []
+    for r in rows:
+        points.append(Point(
+            at=r.valid_from, op=Op.ASSERT.value, value=storable_value(r.value), value_key=r.value_key,
+            key="row:" + r.memory_id, episode=r.source_episode_id, asserted_by=r.asserted_by,
+            confidence=r.confidence, schema_version=r.schema_version, support=r.support_count,
+            episodes=r.support_episodes or (r.source_episode_id,), keys=r.delta_keys or ("row:" + r.memory_id,),
+            confirmed_by=r.confirmed_by, confirmed_by_episode_id=r.confirmed_by_episode_id,
+        ))
+        # A retract of the row's own value: harmless where another value starts at the same instant.
+        if r.valid_to is not None and (r.value_key, r.valid_to) not in starts:
+            points.append(Point(
+                at=r.valid_to, op=Op.RETRACT.value, value=storable_value(r.value), value_key=r.value_key,
+                key="row-end:" + r.memory_id, episode=r.expired_by_episode_id or r.source_episode_id,
+                asserted_by=r.asserted_by, confidence=r.confidence, schema_version=r.schema_version,
+            ))
+    return points
+
+
 def reconcile(
     existing: Sequence[Fact],
     delta: MemoryDelta,
     schema: Schema,
     now: datetime,
     *,
+    statements: Sequence[Point] | None = None,
     applied: Collection[str] = frozenset(),
     applied_only: bool = False,
-    max_future: timedelta = MAX_FUTURE,
+    max_future: timedelta = DEFAULT_MAX_FUTURE,
 ) -> WritePlan:
-    """Plan the effect of ``delta`` on the stored versions ``existing`` of its slot.
+    """Plan the effect of ``delta`` on its slot.
 
-    ``existing`` holds the stored rows of the slot: the believed ones at least (retired rows are
-    ignored except for the idempotency keys they carry). ``applied`` holds idempotency keys
-    already stored on rows not passed in, so a replayed delta is recognised without them;
-    ``applied_only`` says it holds those of ``existing`` too (a batch keeps such a set, so a long
-    slot is not searched once per delta). Raises
-    :class:`InvalidDelta`, :class:`Conflict` or :class:`~sgam.graph.errors.SchemaViolation` for a
-    write that must not happen; a ``confirm`` may also raise :class:`NotAllowed` (an actor the
-    schema does not list) or :class:`NotFound` (no such candidate pending).
+    ``existing`` holds the slot's believed rows (retired ones are ignored except for the
+    idempotency keys they carry; of a confirmed row only ``memory_id``, ``valid_from``,
+    ``valid_to``, ``value_key`` and ``status`` are read). ``statements`` are the slot's ledger;
+    ``None`` means the slot has none yet (written before the ledger existed): it is rebuilt from
+    the believed rows (:func:`points_from_rows`), which must then be complete, and the plan's
+    ``statements`` carry it. ``applied`` holds idempotency keys stored elsewhere, so a replayed
+    delta is recognised; ``applied_only`` says it holds those of ``existing`` and ``statements``
+    too. ``max_future``: the horizon for ``valid_from`` (the attribute's ``max_future_days``
+    wins). Raises :class:`InvalidDelta`, :class:`Conflict` or
+    :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen; a ``confirm``
+    may also raise :class:`NotAllowed` or :class:`NotFound`.
     """
     now = require_aware(now, "now")
     spec = schema.attribute(delta.attribute)
     value, vkey = _checked_value(delta, schema)
-    if delta.valid_from > now + max_future:
-        raise InvalidDelta(
-            f"valid_from {delta.valid_from.isoformat()} of {delta.attribute!r} for {delta.subject!r} "
-            f"is more than {max_future} after now ({now.isoformat()}): valid_from is when the fact "
-            "became true in the world; for a date the fact is about (a deadline), use the value"
-        )
-    if delta.op is Op.CORRECT and spec.cardinality is Cardinality.MANY:
-        raise InvalidDelta(
-            f"op 'correct' is for cardinality-one attributes; {delta.attribute!r} is set-valued: "
-            "retract the wrong member at its valid_from (never true) and assert the right one"
-        )
-    key = delta_key(delta, vkey)
+    replaces, replaces_key = _checked_replaces(delta, schema, spec, vkey)
+    _check_horizon(delta, spec, now, max_future)
+    key = delta_key(delta, vkey, replaces_key)
     base = WritePlan(
         tenant_id=delta.tenant_id, subject=delta.subject, attribute=delta.attribute,
         rel_type=schema.rel_type(delta.attribute),
         kind="relation" if spec.value_type == "entity" else "attribute",
         outcome="unchanged", delta_key=key, episode_id=delta.source_episode_id, now=now,
     )
-    if key in applied or (not applied_only and any(
-            key in r.delta_keys or r.expired_by_delta_key == key for r in existing)):
-        return replace(base, message="this delta was already applied (replay)")
+    seeded: tuple[Point, ...] = ()
+    if statements is None:
+        seeded = tuple(points_from_rows(existing))
+        statements = seeded
+    if key in applied or (not applied_only and (
+            any(key in r.delta_keys or r.expired_by_delta_key == key for r in existing)
+            or any(key in p.supporting_keys for p in statements))):
+        return replace(base, statements=seeded, message="this delta was already applied (replay)")
 
-    believed = sorted(
-        (r for r in existing if r.expired_at is None and r.status is Status.CONFIRMED
-         and (spec.cardinality is Cardinality.ONE or r.value_key == vkey)),
-        key=lambda r: r.valid_from,
-    )
+    many = spec.cardinality is Cardinality.MANY
+    believed = [r for r in existing if r.expired_at is None and r.status is Status.CONFIRMED]
     pending = sorted((r for r in existing if r.expired_at is None and r.status is Status.CANDIDATE),
                      key=lambda r: (r.valid_from, r.value_key))
     candidate = next((r for r in pending if r.value_key == vkey), None) if vkey else None
+    slot = _Slot(base, believed, list(statements), seeded, many, schema, spec)
     if delta.op is Op.CONFIRM:
-        return _confirm(base, believed, pending, delta, vkey, schema)
+        return _confirm(slot, pending, delta, vkey)
     if delta.op is Op.RETRACT and candidate is not None:
-        return replace(base, outcome="withdrawn", expire=(candidate.memory_id,),
+        return replace(base, outcome="withdrawn", expire=(candidate.memory_id,), statements=seeded,
                        message=f"candidate {candidate.memory_id} (value {candidate.value!r}) withdrawn")
-    holding = _open_at(believed, delta.valid_from)
-    if delta.op is not Op.RETRACT and spec.gated and not (holding and holding.value_key == vkey):
-        return _propose(base, believed, pending, candidate, delta, value, vkey, schema)
-    return _confirmed(base, believed, delta, value, vkey, schema)
+    if delta.op is not Op.RETRACT and spec.gated and not slot.holds(vkey, delta.valid_from):
+        return _propose(slot, pending, candidate, delta, value, vkey)
+    point = Point(
+        at=delta.valid_from, op=delta.op.value, value=storable_value(value), value_key=vkey, key=key,
+        episode=delta.source_episode_id, asserted_by=delta.asserted_by or "unknown",
+        confidence=delta.confidence, until=delta.valid_to, replaces_key=replaces_key,
+        replaces=storable_value(replaces), schema_version=schema.version,
+    )
+    return slot.add(point, {vkey: value})
 
 
-def _confirmed(base: WritePlan, believed: list[Fact], delta: MemoryDelta, value: Any, vkey: str,
-               schema: Schema, carried: Fact | None = None) -> WritePlan:
-    """The effect of ``delta`` on the confirmed versions (``carried``: a promoted candidate)."""
-    holding = _open_at(believed, delta.valid_from)
-    if delta.op is Op.RETRACT:
-        return _retract(base, believed, holding, delta, vkey)
-    if holding is not None and holding.value_key == vkey:
-        return replace(base, outcome="supported", support=(holding.memory_id,),
-                       message="the same value already holds; its support grew")
-    segments = _segments(believed)
-    if delta.op is Op.CORRECT and holding is not None:
-        outcome = "corrected"
-        _replace_segment(segments, holding, vkey)
-    else:
-        outcome = "changed" if holding is not None else "created"
-        _insert_at(segments, delta.valid_from, vkey)
-    return _plan(base, believed, _merge(segments), delta, value, vkey, schema, outcome, holding,
-                 carried)
+def _check_horizon(delta: MemoryDelta, spec: AttributeSpec, now: datetime,
+                   max_future: timedelta) -> None:
+    limit = timedelta(days=spec.max_future_days) if spec.max_future_days is not None else max_future
+    try:
+        horizon = now + limit
+    except OverflowError:
+        return
+    if delta.valid_from > horizon:
+        raise InvalidDelta(
+            f"valid_from {delta.valid_from.isoformat()} of {delta.attribute!r} for {delta.subject!r} "
+            f"is more than {limit.days} days after now ({now.isoformat()}): a scheduled change that far "
+            "out is refused as absurd. valid_from is when the fact becomes true in the world (for a "
+            "date the fact is about, such as a deadline, use the value); raise the horizon with "
+            "SGAM_MAX_FUTURE_DAYS or the attribute's max_future_days if it is meant"
+        )
 
 
-def _propose(base: WritePlan, believed: list[Fact], pending: list[Fact], candidate: Fact | None,
-             delta: MemoryDelta, value: Any, vkey: str, schema: Schema) -> WritePlan:
+def _checked_replaces(delta: MemoryDelta, schema: Schema, spec: AttributeSpec,
+                      vkey: str) -> tuple[Any, str]:
+    many = spec.cardinality is Cardinality.MANY
+    if delta.op is Op.CORRECT and many and delta.replaces is None:
+        raise InvalidDelta(
+            f"op 'correct' on set-valued {delta.attribute!r} needs 'replaces': the wrong member "
+            "(value is the right one); or retract the wrong member at its valid_from and assert the "
+            "right one"
+        )
+    if delta.replaces is None:
+        return None, ""
+    if not many:
+        raise InvalidDelta(
+            f"'replaces' is for set-valued attributes; {delta.attribute!r} holds one value, and a "
+            "'correct' of it replaces the version holding at valid_from"
+        )
+    replaces, replaces_key = schema.coerce(delta.attribute, delta.replaces)
+    if replaces_key == vkey:
+        raise InvalidDelta(f"'replaces' names the same member as value ({delta.value!r}): "
+                           "a correction replaces a wrong member by another one")
+    return replaces, replaces_key
+
+
+class _Slot:
+    """One slot while a delta is planned: its believed confirmed rows and its statements."""
+
+    def __init__(self, base: WritePlan, rows: list[Fact], points: list[Point],
+                 seeded: tuple[Point, ...], many: bool, schema: Schema, spec: AttributeSpec) -> None:
+        self.base, self.rows, self.points, self.seeded = base, rows, points, seeded
+        self.many, self.schema, self.spec = many, schema, spec
+        self._runs: list[Run] | None = None
+
+    @property
+    def runs(self) -> list[Run]:
+        if self._runs is None:
+            self._runs = believed_runs(self.points, self.many)
+        return self._runs
+
+    def holding(self, vkey: str, instant: datetime) -> Run | None:
+        """The run holding at ``instant``: the slot's, or for a set the member ``vkey``'s."""
+        runs = [r for r in self.runs if r.value_key == vkey] if self.many else self.runs
+        return value_at(runs, instant)
+
+    def holds(self, vkey: str, instant: datetime) -> bool:
+        run = self.holding(vkey, instant)
+        return run is not None and run.value_key == vkey
+
+    def add(self, point: Point, values: dict[str, Any], *, outcome: str | None = None,
+            carried: Fact | None = None, confirmer: str | None = None) -> WritePlan:
+        """The plan that adds ``point`` (``values``: typed values known by value key)."""
+        before = self.runs
+        held = self.holding(point.value_key, point.at)
+        after = believed_runs([*self.points, point], self.many)
+        base = replace(self.base, statements=(*self.seeded, point))
+        unchanged = {(r.start, r.end, r.value_key) for r in before}
+        by_interval = {(r.valid_from, r.valid_to, r.value_key): r for r in self.rows}
+        kept: dict[tuple[Any, ...], str] = {}
+        for run in after:
+            row = by_interval.get((run.start, run.end, run.value_key))
+            if row is not None:
+                kept[(run.start, run.end, run.value_key)] = row.memory_id
+        expire = tuple(r.memory_id for r in self.rows
+                       if (r.valid_from, r.valid_to, r.value_key) not in kept)
+        support = tuple(
+            kept[(run.start, run.end, run.value_key)] for run in after
+            if (run.start, run.end, run.value_key) in kept and point in run.support
+        )
+        create = []
+        ids: dict[tuple[Any, ...], str] = dict(kept)
+        for run in after:
+            if (run.start, run.end, run.value_key) in kept:
+                continue
+            props = self._props(run, values, carried, confirmer)
+            ids[(run.start, run.end, run.value_key)] = props["memory_id"]
+            create.append(props)
+        self._link(create, after, ids)
+        changed = {(r.start, r.end, r.value_key) for r in after} != unchanged
+        if outcome is None:
+            outcome = self._outcome(point, held, changed, bool(support))
+        return replace(base, outcome=outcome, expire=expire, create=tuple(create), support=support,
+                       message=_message(outcome, held, self.rows))
+
+    def _outcome(self, point: Point, held: Run | None, changed: bool, supported: bool) -> str:
+        if not changed:
+            return "supported" if supported else "kept"
+        if point.op == Op.RETRACT.value:
+            return "retracted"
+        if point.op == Op.CORRECT.value:
+            return "corrected"
+        holding = held is not None and (self.many or held.value_key != point.value_key)
+        return "changed" if holding and not self.many else "created"
+
+    def _props(self, run: Run, values: dict[str, Any], carried: Fact | None,
+               confirmer: str | None) -> dict[str, Any]:
+        opener, spec, base = run.opener, self.spec, self.base
+        if run.value_key in values:
+            value = values[run.value_key]
+        else:
+            value = self.schema.coerce(base.attribute, opener.value if opener.value_key == run.value_key
+                                       else opener.replaces)[0]
+            values[run.value_key] = value
+        episodes: list[str] = []
+        keys: list[str] = []
+        count = 0
+        for p in sorted(run.support, key=Point.order):
+            episodes += [e for e in p.supporting_episodes if e not in episodes]
+            keys += [k for k in p.supporting_keys if k not in keys]
+            count += p.support
+        props = {
+            "memory_id": new_memory_id(),
+            "tenant_id": base.tenant_id,
+            "subject": base.subject,
+            "attribute": base.attribute,
+            "value": value,
+            "value_key": run.value_key,
+            "value_type": spec.value_type,
+            "kind": base.kind,
+            "memory_type": spec.memory_type,
+            "schema_version": opener.schema_version or self.schema.version,
+            "valid_from": run.start,
+            "valid_to": run.end,
+            "recorded_at": base.now,
+            "expired_at": None,
+            "supersedes_memory_id": None,
+            "revises_memory_id": None,
+            "source_episode_id": opener.episode,
+            "asserted_by": opener.asserted_by,
+            "confidence": opener.confidence,
+            "retention_policy": spec.retention,
+            "visible_to": spec.visible_to(base.subject),
+            "status": "confirmed",
+            "op": opener.op,
+            "support_count": max(count, 1),
+            "support_episodes": tuple(episodes),
+            "delta_keys": tuple(keys),
+            "last_confirmed_at": base.now,
+            "expired_by_episode_id": None,
+            "expired_by_delta_key": None,
+        }
+        confirmed_by = opener.confirmed_by
+        if carried is not None and opener.key in carried.delta_keys:
+            confirmed_by = confirmer or "recurrence"
+            props["confirmed_by_episode_id"] = base.episode_id
+        elif opener.confirmed_by_episode_id:
+            props["confirmed_by_episode_id"] = opener.confirmed_by_episode_id
+        if confirmed_by:
+            props["confirmed_by"] = confirmed_by
+        return props
+
+    def _link(self, create: list[dict[str, Any]], after: list[Run], ids: dict[tuple[Any, ...], str]) -> None:
+        """``revises_memory_id``: the retired row of the same value a new row overlaps;
+        ``supersedes_memory_id``: the version before it in valid time (a different value ending
+        where it starts), or the row of another value it took the place of."""
+        for props in create:
+            start, end, vkey = props["valid_from"], props["valid_to"], props["value_key"]
+            revised = next((r for r in self.rows if r.value_key == vkey and _overlaps(
+                r.valid_from, r.valid_to, start, end)), None)
+            props["revises_memory_id"] = revised.memory_id if revised is not None else None
+            if self.many:
+                continue
+            before = next((run for run in after if run.end == start and run.value_key != vkey), None)
+            if before is not None:
+                props["supersedes_memory_id"] = ids[(before.start, before.end, before.value_key)]
+                continue
+            displaced = next((r for r in self.rows if r.value_key != vkey and r.valid_from <= start
+                              and (r.valid_to is None or start < r.valid_to)), None)
+            props["supersedes_memory_id"] = displaced.memory_id if displaced is not None else None
+
+
+def _overlaps(a_start: datetime, a_end: datetime | None, b_start: datetime, b_end: datetime | None) -> bool:
+    return (b_end is None or a_start < b_end) and (a_end is None or b_start < a_end)
+
+
+def _message(outcome: str, held: Run | None, rows: Sequence[Fact]) -> str:
+    if outcome == "kept":
+        return "kept as a change point; it changes nothing believed now"
+    if outcome == "supported":
+        return "the same value already holds; its support grew"
+    if held is None:
+        return outcome
+    row = next((r for r in rows if r.valid_from <= held.start and r.value_key == held.value_key
+                and (r.valid_to is None or held.start < r.valid_to)), None)
+    name = f"{row.memory_id} " if row is not None else ""
+    return f"{outcome}; previous version {name}(value {held.opener.value!r})".replace("  ", " ")
+
+
+def _propose(slot: _Slot, pending: list[Fact], candidate: Fact | None, delta: MemoryDelta,
+             value: Any, vkey: str) -> WritePlan:
     """A gated value that does not hold yet: open or support its candidate, promoting at N."""
-    spec = schema.attribute(delta.attribute)
+    spec, base = slot.spec, replace(slot.base, statements=slot.seeded)
     withdrawn: tuple[str, ...] = ()
     if delta.op is Op.CORRECT:
         withdrawn = tuple(r.memory_id for r in pending if r.value_key != vkey)
     if candidate is None:
-        props = _from_delta(_Segment(delta.valid_from, None, vkey), base, delta, value, vkey, schema)
-        props["status"] = Status.CANDIDATE.value
+        props = _candidate_props(base, delta, value, vkey, slot.schema)
         waiting = "a confirmation" if spec.sensitive else f"{spec.requires} distinct episodes"
         return replace(base, outcome="candidate", expire=withdrawn, create=(props,),
                        message=f"stored as a candidate; it needs {waiting} to be confirmed")
@@ -209,13 +669,12 @@ def _propose(base: WritePlan, believed: list[Fact], pending: list[Fact], candida
         waiting = "a confirmation" if spec.sensitive else f"{have} of {spec.requires} distinct episodes"
         return replace(base, outcome="candidate", expire=withdrawn, support=(candidate.memory_id,),
                        message=f"candidate {candidate.memory_id} gained support; {waiting}")
-    return _promote(base, believed, supported, withdrawn, schema, by=None)
+    return _promote(slot, supported, withdrawn, by=None)
 
 
-def _confirm(base: WritePlan, believed: list[Fact], pending: list[Fact], delta: MemoryDelta,
-             vkey: str, schema: Schema) -> WritePlan:
+def _confirm(slot: _Slot, pending: list[Fact], delta: MemoryDelta, vkey: str) -> WritePlan:
     """An explicit confirmation: promote the pending candidate it names (or the only one)."""
-    spec = schema.attribute(delta.attribute)
+    spec = slot.spec
     where = f"{delta.attribute!r} of {delta.subject!r} (tenant {delta.tenant_id!r})"
     if not spec.may_confirm(delta.asserted_by, delta.subject):
         allowed = ", ".join(c.replace("{subject}", delta.subject) for c in spec.confirmers)
@@ -225,35 +684,35 @@ def _confirm(base: WritePlan, believed: list[Fact], pending: list[Fact], delta: 
         )
     waiting = [r for r in pending if not vkey or r.value_key == vkey]
     if len(waiting) == 1:
-        return _promote(base, believed, _supported(waiting[0], base), (), schema, by=delta)
+        return _promote(slot, _supported(waiting[0], slot.base), (), by=delta)
     listed = ", ".join(repr(r.value) for r in pending) or "none"
     if waiting:
         raise Conflict(f"several candidate values are pending for {where} ({listed}): "
                        "name the value to confirm")
-    holding = _open_at(believed, delta.valid_from)
-    if vkey and holding is not None and holding.value_key == vkey:
-        return replace(base, outcome="supported", support=(holding.memory_id,),
-                       message="the value is already confirmed; its support grew")
+    held = slot.holding(vkey, delta.valid_from)
+    if vkey and held is not None and held.value_key == vkey:
+        row = next((r for r in slot.rows if r.value_key == vkey and r.valid_from == held.start), None)
+        if row is not None:
+            return replace(slot.base, outcome="supported", support=(row.memory_id,), statements=slot.seeded,
+                           message="the value is already confirmed; its support grew")
     asked = f"with value {delta.value!r} " if vkey else ""
     raise NotFound(f"no candidate {asked}is pending for {where}; pending candidates: {listed}")
 
 
-def _promote(base: WritePlan, believed: list[Fact], candidate: Fact, withdrawn: tuple[str, ...],
-             schema: Schema, by: MemoryDelta | None) -> WritePlan:
-    """Apply a candidate (with its support so far) as the confirmed write it stands for."""
-    statement = MemoryDelta(
-        tenant_id=candidate.tenant_id, subject=candidate.subject, attribute=candidate.attribute,
-        value=candidate.value, valid_from=candidate.valid_from, op=candidate.op,
-        source_episode_id=candidate.source_episode_id, asserted_by=candidate.asserted_by,
-        confidence=candidate.confidence,
+def _promote(slot: _Slot, candidate: Fact, withdrawn: tuple[str, ...],
+             by: MemoryDelta | None) -> WritePlan:
+    """Make a candidate (with its support so far) the change point it stands for."""
+    point = Point(
+        at=candidate.valid_from, op=candidate.op.value, value=storable_value(candidate.value),
+        value_key=candidate.value_key, key=candidate.delta_keys[0] if candidate.delta_keys else candidate.memory_id,
+        episode=candidate.source_episode_id, asserted_by=candidate.asserted_by,
+        confidence=candidate.confidence, schema_version=candidate.schema_version,
+        support=candidate.support_count, episodes=candidate.support_episodes,
+        keys=candidate.delta_keys,
     )
-    plan = _confirmed(base, believed, statement, candidate.value, candidate.value_key, schema,
-                      carried=candidate)
     confirmer = by.asserted_by if by is not None else None
-    for props in plan.create:
-        if props.pop("stated", False):
-            props.update(confirmed_by=confirmer or "recurrence",
-                         confirmed_by_episode_id=base.episode_id)
+    plan = slot.add(point, {candidate.value_key: candidate.value}, carried=candidate,
+                    confirmer=confirmer)
     how = f"confirmed by {confirmer}" if confirmer else (
         f"{len(candidate.support_episodes)} distinct episodes")
     return replace(plan, outcome="promoted",
@@ -273,157 +732,10 @@ def _checked_value(delta: MemoryDelta, schema: Schema) -> tuple[Any, str]:
     return schema.coerce(delta.attribute, delta.value)
 
 
-def _open_at(rows: Sequence[Fact], instant: datetime) -> Fact | None:
-    for row in rows:
-        if row.valid_at(instant):
-            return row
-    return None
-
-
-def _retract(base: WritePlan, believed: list[Fact], holding: Fact | None,
-             delta: MemoryDelta, vkey: str) -> WritePlan:
-    if holding is None:
-        return replace(base, message="nothing holds at valid_from; nothing to retract")
-    if vkey and holding.value_key != vkey:
-        raise Conflict(
-            f"cannot retract {delta.value!r} from {delta.attribute!r} of {delta.subject!r} "
-            f"(tenant {delta.tenant_id!r}): the value held at {delta.valid_from.isoformat()} is "
-            f"{holding.value!r} ({holding.memory_id})"
-        )
-    segments = _segments(believed)
-    index = next(i for i, s in enumerate(segments) if holding in s.rows)
-    segment = segments[index]
-    if segment.start < delta.valid_from:
-        segments[index] = _Segment(segment.start, delta.valid_from, segment.value_key, segment.rows)
-    else:
-        del segments[index]
-    return _plan(base, believed, segments, delta, None, vkey, None, "retracted", holding)
-
-
-def _segments(rows: Sequence[Fact]) -> list[_Segment]:
-    return [_Segment(r.valid_from, r.valid_to, r.value_key, [r]) for r in rows]
-
-
-def _replace_segment(segments: list[_Segment], holding: Fact, vkey: str) -> None:
-    index = next(i for i, s in enumerate(segments) if holding in s.rows)
-    old = segments[index]
-    segments[index] = _Segment(old.start, old.end, vkey, [], from_delta=True)
-
-
-def _insert_at(segments: list[_Segment], instant: datetime, vkey: str) -> None:
-    """Let ``vkey`` hold from ``instant`` to the next boundary of the timeline."""
-    for index, seg in enumerate(segments):
-        if seg.start <= instant and (seg.end is None or instant < seg.end):
-            tail = _Segment(instant, seg.end, vkey, [], from_delta=True)
-            if seg.start < instant:
-                segments[index] = _Segment(seg.start, instant, seg.value_key, seg.rows)
-                segments.insert(index + 1, tail)
-            else:
-                segments[index] = tail
-            return
-        if instant < seg.start:
-            segments.insert(index, _Segment(instant, seg.start, vkey, [], from_delta=True))
-            return
-    segments.append(_Segment(instant, None, vkey, [], from_delta=True))
-
-
-def _merge(segments: list[_Segment]) -> list[_Segment]:
-    """Join adjacent segments holding the same value, so believed rows stay maximal runs."""
-    merged: list[_Segment] = []
-    for seg in segments:
-        last = merged[-1] if merged else None
-        if last is not None and last.end == seg.start and last.value_key == seg.value_key:
-            merged[-1] = _Segment(last.start, seg.end, last.value_key, last.rows + seg.rows,
-                                  last.from_delta or seg.from_delta)
-        else:
-            merged.append(seg)
-    return merged
-
-
-def _unchanged(seg: _Segment) -> bool:
-    if seg.from_delta or len(seg.rows) != 1:
-        return False
-    row = seg.rows[0]
-    return row.valid_from == seg.start and row.valid_to == seg.end
-
-
-def _plan(base: WritePlan, believed: list[Fact], segments: list[_Segment], delta: MemoryDelta,
-          value: Any, vkey: str, schema: Schema | None, outcome: str,
-          holding: Fact | None, carried: Fact | None = None) -> WritePlan:
-    kept = {seg.rows[0].memory_id for seg in segments if _unchanged(seg)}
-    expire = tuple(r.memory_id for r in believed if r.memory_id not in kept)
-    create: list[dict[str, Any]] = []
-    stated: dict[str, Any] | None = None
-    # The version the delta displaced: the closed copy of the row it cut, or that row itself.
-    predecessor = holding.memory_id if holding is not None else None
-    for seg in segments:
-        if _unchanged(seg):
-            continue
-        if seg.rows and seg.rows[0].valid_from == seg.start:
-            props = _revised(seg, base, delta, carried)
-            if holding in seg.rows and not seg.from_delta:
-                predecessor = props["memory_id"]
-        else:
-            assert schema is not None
-            props = stated = _from_delta(seg, base, delta, value, vkey, schema, carried)
-        create.append(props)
-    if stated is not None:
-        stated["supersedes_memory_id"] = predecessor
-    return replace(base, outcome=outcome, expire=expire, create=tuple(create),
-                   message=_message(outcome, holding))
-
-
-def _message(outcome: str, holding: Fact | None) -> str:
-    if holding is None:
-        return outcome
-    return f"{outcome}; previous version {holding.memory_id} (value {holding.value!r})"
-
-
-def _revised(seg: _Segment, base: WritePlan, delta: MemoryDelta,
-             carried: Fact | None = None) -> dict[str, Any]:
-    """A closed, trimmed or extended copy of a stored row (it keeps the row's provenance)."""
-    first = seg.rows[0]
-    props = dict(vars(first))  # model_dump() of a flat model, without its cost
-    props.update(
-        memory_id=new_memory_id(), valid_from=seg.start, valid_to=seg.end, recorded_at=base.now,
-        expired_at=None, revises_memory_id=first.memory_id, expired_by_episode_id=None,
-        expired_by_delta_key=None,
-    )
-    episodes = list(first.support_episodes)
-    keys = list(first.delta_keys)
-    count = first.support_count
-    for other in seg.rows[1:]:
-        episodes += [e for e in other.support_episodes if e not in episodes]
-        keys += [k for k in other.delta_keys if k not in keys]
-        count += other.support_count
-    if seg.from_delta:
-        new_episodes, new_keys, new_count = _contribution(base, delta, carried)
-        episodes += [e for e in new_episodes if e not in episodes]
-        keys += [k for k in new_keys if k not in keys]
-        count += new_count
-        props["last_confirmed_at"] = base.now
-        if carried is not None:
-            props["stated"] = True
-    props.update(support_episodes=tuple(episodes), delta_keys=tuple(keys), support_count=count)
-    return props
-
-
-def _contribution(base: WritePlan, delta: MemoryDelta,
-                  carried: Fact | None) -> tuple[list[str], list[str], int]:
-    """The support a delta brings: its own, or that of the candidate it promotes."""
-    if carried is None:
-        return [delta.source_episode_id], [base.delta_key], 1
-    return list(carried.support_episodes), list(carried.delta_keys), carried.support_count
-
-
-def _from_delta(seg: _Segment, base: WritePlan, delta: MemoryDelta, value: Any, vkey: str,
-                schema: Schema, carried: Fact | None = None) -> dict[str, Any]:
-    """A new version stated by the delta (absorbing any stored rows it merged with)."""
+def _candidate_props(base: WritePlan, delta: MemoryDelta, value: Any, vkey: str,
+                     schema: Schema) -> dict[str, Any]:
+    """A new pending candidate, stated by ``delta``."""
     spec = schema.attribute(delta.attribute)
-    episodes, keys, count = _contribution(base, delta, carried)
-    for row in seg.rows:
-        episodes += [e for e in row.support_episodes if e not in episodes]
-        keys += [k for k in row.delta_keys if k not in keys]
     return {
         "memory_id": new_memory_id(),
         "tenant_id": delta.tenant_id,
@@ -435,26 +747,25 @@ def _from_delta(seg: _Segment, base: WritePlan, delta: MemoryDelta, value: Any, 
         "kind": base.kind,
         "memory_type": spec.memory_type,
         "schema_version": schema.version,
-        "valid_from": seg.start,
-        "valid_to": seg.end,
+        "valid_from": delta.valid_from,
+        "valid_to": None,
         "recorded_at": base.now,
         "expired_at": None,
         "supersedes_memory_id": None,
-        "revises_memory_id": seg.rows[0].memory_id if seg.rows else None,
+        "revises_memory_id": None,
         "source_episode_id": delta.source_episode_id,
         "asserted_by": delta.asserted_by or "unknown",
         "confidence": delta.confidence,
         "retention_policy": spec.retention,
         "visible_to": spec.visible_to(delta.subject),
-        "status": "confirmed",
+        "status": Status.CANDIDATE.value,
         "op": delta.op.value,
-        "support_count": count + sum(r.support_count for r in seg.rows),
-        "support_episodes": tuple(episodes),
-        "delta_keys": tuple(keys),
+        "support_count": 1,
+        "support_episodes": (delta.source_episode_id,),
+        "delta_keys": (base.delta_key,),
         "last_confirmed_at": base.now,
         "expired_by_episode_id": None,
         "expired_by_delta_key": None,
-        **({"stated": True} if carried is not None else {}),
     }
 
 

@@ -23,11 +23,19 @@ EXPIRE_BATCH = """
 MATCH (s:Entity {tenant_id: $tenant})-[f]->(o)
 WHERE f.retention_policy = $policy AND f.memory_id IS NOT NULL
   AND coalesce(f.last_confirmed_at, f.recorded_at) < $cutoff
-WITH f, o LIMIT $batch
+WITH s, f, o LIMIT $batch
 WITH collect(f) AS facts, collect(DISTINCT o) AS ends,
-     collect(DISTINCT f.source_episode_id) AS cited
+     collect(DISTINCT f.source_episode_id) AS cited, collect(DISTINCT [s.id, f.attribute]) AS slots
 FOREACH (f IN facts | DELETE f)
-RETURN size(facts) AS removed, [o IN ends WHERE o:Value | elementId(o)] AS values, cited
+RETURN size(facts) AS removed, [o IN ends WHERE o:Value | elementId(o)] AS values, cited, slots
+"""
+
+# A purged fact must not come back from its statements: the ledgers of the slots a purge touched
+# go too, and the next write to such a slot rebuilds its ledger from the rows that remain.
+DROP_LEDGERS = """
+UNWIND $slots AS slot
+MATCH (l:Ledger {tenant_id: $tenant, subject: slot[0], attribute: slot[1]})
+DETACH DELETE l
 """
 
 COUNT_EXPIRED = """
@@ -96,6 +104,8 @@ def purge_batch(tenant: str, policy: str, ttl_days: int, also_remove: tuple[str,
     params: dict[str, Any] = {"tenant": tenant, "policy": policy, "cutoff": cutoff, "batch": batch}
     [expired] = yield Statement(EXPIRE_BATCH, params)
     removed = {"facts": expired["removed"], "values": 0, "episodes": 0}
+    if expired["removed"]:
+        yield Statement(DROP_LEDGERS, {"tenant": tenant, "slots": expired["slots"]})
     if expired["removed"] and "values" in also_remove:
         [values] = yield Statement(DROP_ORPHAN_VALUES, {"values": expired["values"]})
         removed["values"] = values["removed"]

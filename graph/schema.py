@@ -86,6 +86,7 @@ class AttributeSpec(_Spec):
     requires: int = Field(default=1, ge=1, le=100)
     sensitive: bool = False
     confirmers: tuple[str, ...] = ("user:{subject}",)
+    max_future_days: int | None = Field(default=None, ge=0)
 
     @property
     def gated(self) -> bool:

@@ -19,6 +19,7 @@ from .bulk import DEFAULT_CHUNK, UNDO, ImportResult, import_requests
 from .episodes import Recorded, record_steps
 from .evolution import (
     DEFAULT_BATCH as MIGRATION_BATCH,
+    DROP_LEDGERS,
     FAIL,
     FINISH,
     GET_MIGRATION,
@@ -40,6 +41,7 @@ from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purg
 from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
 from .models import Episode, MemoryDelta, utcnow
 from .schema import Schema
+from .reconcile import DEFAULT_MAX_FUTURE
 from .writes import BatchResult, Records, Statement, WriteSteps, prepare, write_steps
 
 Clock = Callable[[], datetime]
@@ -53,7 +55,8 @@ INDEX_TIMEOUT_S = 300
 DELETE_TENANT = (
     "MATCH (:Entity {tenant_id: $tenant})-[f]->() CALL (f) { DELETE f } IN TRANSACTIONS OF 10000 ROWS",
     *(f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine")),
+      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine",
+                    "Ledger")),
 )
 
 
@@ -124,12 +127,16 @@ class _Base:
         self.schema = schema
         self.database = database
         self.clock = clock
+        # How far after now a valid_from may lie (Settings.max_future_days; an attribute's own
+        # max_future_days wins).
+        self.max_future = DEFAULT_MAX_FUTURE
 
     def _batch(self, deltas: Sequence[MemoryDelta], atomic: bool) -> Callable[[], WriteSteps]:
         ready, rejected = prepare(deltas, self.schema)
         if atomic and rejected:
             raise rejected[0].error  # type: ignore[misc]
-        return lambda: write_steps(ready, rejected, self.schema, self.clock, atomic)
+        return lambda: write_steps(ready, rejected, self.schema, self.clock, atomic,
+                                   max_future=self.max_future)
 
 
 class Store(_Base):
@@ -277,6 +284,8 @@ class Store(_Base):
 
     def _finish(self, plan: MigrationPlan, new: Schema) -> None:
         if plan.steps:
+            touched = sorted({a for step in plan.steps for a in (step.attribute, *step.to)})
+            self.run_write(DROP_LEDGERS, {"attributes": touched})
             self.run_write(FINISH, {"id": plan.id, "steps": len(plan.steps), "name": new.name,
                                     "version": new.version, "definition": new.definition(),
                                     "now": self.clock()})

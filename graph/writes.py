@@ -11,28 +11,29 @@ Steps of one batch, all in one transaction:
 1. check that every source episode exists and that existing entities have the expected types,
    and find the subjects a batch episode already mentions (only those can see a replay);
 2. lock the subjects (``MERGE`` + ``SET``, in sorted order so concurrent batches cannot deadlock),
-   read an outline of the believed rows of every slot the batch touches, and then in full the
-   rows its deltas can touch (:func:`_window`);
+   read the ledger of every slot the batch touches and an outline of its believed rows, and in
+   full only the rows the ledger cannot stand for (candidates, and slots without a ledger yet);
+   then read the clock: transaction time starts under the locks;
 3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`);
 4. write the differences: updated rows, new attribute facts with their value nodes, new relation
-   facts with their target entities, and ``MENTIONS`` links from episodes to entities.
+   facts with their target entities, the statements appended to the ledgers, and ``MENTIONS``
+   links from episodes to entities.
 """
 
 from __future__ import annotations
 
 import gc
-from bisect import bisect_right
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from dataclasses import dataclass, field
 from enum import Enum
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
 from .models import Cardinality, Fact, MemoryDelta, Op, Status
-from .reconcile import apply_plan, delta_key, reconcile
+from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, reconcile
 from .schema import Schema, quote_identifier
 
 Records = list[dict[str, Any]]
@@ -118,10 +119,11 @@ CALL () {
 RETURN episodes, entities, mentioned
 """
 
-# The lock step reads an outline of the believed rows of the touched slots (element id,
-# attribute, validity, status, value key); :func:`_window` then picks the rows a batch's deltas can touch and
-# ``FETCH_ROWS`` reads those in full. A slot with a long history thus costs a few properties per
-# old version, not all of them. Retired rows matter only for a replay (the idempotency keys they
+# The lock step reads, for every touched slot, its ledger (the statements, which decide the
+# believed rows) and an outline of its believed rows (element id, attribute, validity, status,
+# value key, memory id, recorded_at): the diff needs no more of a confirmed row. Candidates, and the
+# rows of a slot without a ledger yet (written before ledgers existed), are then read in full
+# (``FETCH_ROWS``). Retired rows matter only for a replay of a candidate's statement (the keys they
 # carry), so their keys are read only for subjects the check step found already mentioned by one
 # of the batch's episodes (``s.replay``). One branch per fact type of the schema, each guarded by
 # the subject's touched types before it expands: a subject with a long history of other
@@ -136,14 +138,20 @@ WITH e, s
 OPTIONAL CALL (e, s) {
 %(branches)s
 }
-RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid,
-       collect(CASE WHEN f IS NOT NULL AND f.expired_at IS NULL THEN
+WITH e, s, collect(CASE WHEN f IS NOT NULL AND f.expired_at IS NULL THEN
                [elementId(f), f.attribute, toString(f.valid_from), toString(f.valid_to), f.status,
-                f.value_key] END)
+                f.value_key, f.memory_id, toString(f.recorded_at)] END)
          AS outline,
        collect(CASE WHEN s.replay THEN
                [k IN coalesce(f.delta_keys, []) + coalesce(f.expired_by_delta_key, []) WHERE k IN s.keys]
                END) AS applied
+OPTIONAL CALL (s) {
+  MATCH (l:Ledger {tenant_id: s.tenant_id, subject: s.id})
+  WHERE l.attribute IN s.attributes
+  RETURN collect([l.attribute, l.points, toString(l.updated_at)]) AS ledgers
+}
+RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid, outline, applied,
+       ledgers
 """
 
 # Rows read under the subject lock are addressed by element id: valid inside this transaction.
@@ -169,12 +177,28 @@ def lock_and_read_query(types: tuple[str, ...]) -> str:
     return LOCK_AND_READ % {"branches": branches}
 
 # Rows read under the subject lock are addressed by element id: valid inside this transaction.
+# Support only grows (relative to what is stored: a row may be known here by its outline only), and
+# a retired row gets its expiry.
 UPDATE_ROWS = """
 UNWIND $rows AS r
 MATCH ()-[f]->() WHERE elementId(f) = r.fid
-WITH f, r, r.props AS props
-SET f += props {.*, %s}
-""" % ", ".join(f"{k}: datetime(r.at.{k})" for k in ("expired_at", "last_confirmed_at"))
+SET f.support_count = f.support_count + r.count,
+    f.support_episodes = f.support_episodes + [x IN r.episodes WHERE NOT x IN f.support_episodes],
+    f.delta_keys = f.delta_keys + r.keys,
+    f.last_confirmed_at = CASE WHEN r.count > 0 THEN datetime(r.confirmed) ELSE f.last_confirmed_at END,
+    f.expired_at = CASE WHEN r.expired IS NULL THEN f.expired_at ELSE datetime(r.expired) END,
+    f.expired_by_episode_id = coalesce(r.expired_by_episode_id, f.expired_by_episode_id),
+    f.expired_by_delta_key = coalesce(r.expired_by_delta_key, f.expired_by_delta_key)
+"""
+
+# The statements a batch adds to each slot's ledger (docs/temporal-semantics.md). The subject is
+# locked, so no other transaction creates the same ledger meanwhile.
+APPEND_LEDGERS = """
+UNWIND $ledgers AS x
+MERGE (l:Ledger {tenant_id: x.tenant_id, subject: x.subject, attribute: x.attribute})
+  ON CREATE SET l.points = []
+SET l.points = l.points + x.points, l.updated_at = $now
+"""
 
 # One statement per batch for all attributes: the relationship type is a row's ``rel_type``
 # (from the schema), so a batch does not pay a round trip and a plan per relationship type.
@@ -260,17 +284,17 @@ def write_steps(
     *,
     checked: bool = False,
     mentions: bool = True,
+    max_future: timedelta = DEFAULT_MAX_FUTURE,
 ) -> WriteSteps:
     """The whole write transaction for one batch (see the module docstring).
 
     ``checked``: the episodes and entity types were checked for the whole stream already (bulk
     import), so step 1 is skipped; ``mentions=False`` leaves the ``MENTIONS`` links to the caller.
     The links address episodes by the element ids step 1 reads, so ``checked`` needs
-    ``mentions=False``.
+    ``mentions=False``. ``max_future``: how far after now a ``valid_from`` may lie.
     """
     if checked and mentions:
         raise ValueError("write_steps(checked=True) reads no episode ids: pass mentions=False")
-    now = clock()
     results = list(rejected)
     prepared = list(prepared)
     known: dict[tuple[str, str, str], str] = {}
@@ -282,17 +306,21 @@ def write_steps(
     if not prepared:
         return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
-    locked = yield from _lock_and_read(prepared, schema, now, mentioned)
+    locked = yield from _lock_and_read(prepared, schema, clock(), mentioned)
     locked.node_ids.update(known)
+    # Transaction time is read only now, under the subject locks, and never before a row or
+    # statement this transaction read: a writer that waited for a lock cannot stamp its rows
+    # earlier than the rows it retires (docs/temporal-semantics.md, "Transaction time").
+    now = max(clock(), locked.latest) if locked.latest is not None else clock()
     creates: list[dict[str, Any]] = []
-    touched: dict[str, Fact] = {}
+    touched: dict[str, _Touched] = {}
     with _gc_paused():
         for item in prepared:
-            result = _reconcile_one(item, locked, schema, now, creates, touched)
+            result = _reconcile_one(item, locked, schema, now, creates, touched, max_future)
             results.append(result)
             if atomic and not result.ok:
                 raise result.error  # type: ignore[misc]
-        rows = _rows(locked, creates, touched, schema)
+        rows = _rows(locked, creates, touched, schema, now)
     yield from _persist(prepared, locked, rows, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
@@ -381,9 +409,13 @@ class _Locked:
     """What the lock step read: believed rows by slot, element ids, and already-applied keys."""
 
     slots: dict[tuple[str, str, str], list[Fact]] = field(default_factory=dict)
+    # The slots' ledgers; a slot missing here has none yet (its rows were written before ledgers).
+    points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
+    new_points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
     subject_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     row_ids: dict[str, str] = field(default_factory=dict)
     applied: set[str] = field(default_factory=set)
+    latest: datetime | None = None  # the latest recorded_at (or ledger update) read
     # Element ids of episodes and entities, keyed ("Episode" | "Entity", tenant, id).
     node_ids: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
@@ -412,24 +444,31 @@ def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
     records = yield Statement(query, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
     locked = _Locked()
     wanted: list[str] = []
+    latest: list[datetime] = []
     with _gc_paused():
-        deltas: dict[tuple[str, str, str], list[_Prepared]] = {}
-        for p in prepared:
-            deltas.setdefault(p.delta.key, []).append(p)
         for record in records:
             tenant, subject = record["tenant_id"], record["id"]
             locked.subject_ids[(tenant, subject)] = record["eid"]
             locked.node_ids[("Entity", tenant, subject)] = record["eid"]
             locked.applied.update(k for keys in record["applied"] for k in keys or ())
-            outline: dict[str, list[_Outline]] = {}
-            for eid, attribute, valid_from, valid_to, status, value_key in record["outline"]:
-                outline.setdefault(attribute, []).append(_Outline(
-                    eid, datetime.fromisoformat(valid_from),
-                    None if valid_to is None else datetime.fromisoformat(valid_to), status, value_key))
-            for attribute, rows in outline.items():
-                slot = deltas.get((tenant, subject, attribute), ())
-                spec = schema.attribute(attribute)
-                wanted.extend(_window(rows, slot, spec.gated, spec.cardinality is Cardinality.MANY))
+            for attribute, entries, updated in record["ledgers"]:
+                points = [Point.from_json(e) for e in entries or ()]
+                locked.points[(tenant, subject, attribute)] = points
+                locked.applied.update(k for p in points for k in p.supporting_keys)
+                if updated is not None:
+                    latest.append(datetime.fromisoformat(updated))
+            for eid, attribute, valid_from, valid_to, status, value_key, memory_id, recorded in record["outline"]:
+                slot = (tenant, subject, attribute)
+                latest.append(datetime.fromisoformat(recorded))
+                if status == Status.CONFIRMED.value and slot in locked.points \
+                        and not schema.attribute(attribute).gated:
+                    # The ledger decides; of a confirmed row the diff needs its interval only.
+                    locked.slots.setdefault(slot, []).append(_outline_row(
+                        eid, tenant, subject, attribute, valid_from, valid_to, value_key, memory_id))
+                    locked.row_ids[memory_id] = eid
+                else:
+                    wanted.append(eid)
+    locked.latest = max(latest) if latest else None
     if wanted:
         fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
         with _gc_paused():
@@ -441,56 +480,15 @@ def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
     return locked
 
 
-@dataclass(frozen=True)
-class _Outline:
-    """What the lock step reads of a believed row before deciding to read it in full."""
-
-    eid: str
-    valid_from: datetime
-    valid_to: datetime | None
-    status: str | None
-    value_key: str | None
-
-
-def _window(rows: Sequence[_Outline], deltas: Sequence[_Prepared], gated: bool,
-            many: bool = False) -> list[str]:
-    """Element ids of the believed rows of one slot that its ``deltas`` can touch.
-
-    A delta valid from ``t`` cuts, replaces or extends the version holding at ``t`` (or fills the
-    gap around ``t``), and the result can merge only with the versions right before and after
-    that one, since a stored timeline is already a run of maximal versions. So for one delta the
-    rows around its ``t`` are enough: in the slot's timeline, or for a set in the timeline of the
-    member it names; several deltas on one timeline get all of it. Candidates (few) always come,
-    and everything does for ``gated`` attributes (a promotion applies at the candidate's earlier
-    ``valid_from``) and for confirmations. The idempotency keys of a replay come with the
-    outline, whatever rows are fetched.
-    """
-    if gated or any(p.delta.op is Op.CONFIRM for p in deltas):
-        return [r.eid for r in rows]
-    timelines: dict[str | None, list[_Outline]] = {}
-    keep = set()
-    for r in rows:
-        if r.status != Status.CONFIRMED.value:
-            keep.add(r.eid)
-        else:
-            timelines.setdefault(r.value_key if many else None, []).append(r)
-    for timeline in timelines.values():
-        timeline.sort(key=lambda r: r.valid_from)
-    stated: dict[str | None, list[datetime]] = {}
-    for p in deltas:
-        stated.setdefault(p.value_key if many else None, []).append(p.delta.valid_from)
-    for name, instants in stated.items():
-        timeline = timelines.get(name, [])
-        if len(instants) > 1:
-            # A second delta can meet a version the first one merged into its neighbours, beyond
-            # the first one's window (and so on): the whole timeline, as reconcile would see it.
-            keep.update(r.eid for r in timeline)
-            continue
-        # The last version starting at or before t (holding t, or the one before the gap at t),
-        # with its neighbours on both sides.
-        j = bisect_right([r.valid_from for r in timeline], instants[0]) - 1
-        keep.update(r.eid for r in timeline[max(j - 1, 0):j + 2])
-    return [r.eid for r in rows if r.eid in keep]
+def _outline_row(eid: str, tenant: str, subject: str, attribute: str, valid_from: str,
+                 valid_to: str | None, value_key: str, memory_id: str) -> Fact:
+    """A confirmed believed row known by its outline: what reconcile's diff reads of it."""
+    return Fact.model_construct(
+        memory_id=memory_id, tenant_id=tenant, subject=subject, attribute=attribute,
+        valid_from=datetime.fromisoformat(valid_from),
+        valid_to=None if valid_to is None else datetime.fromisoformat(valid_to),
+        value_key=value_key, status=Status.CONFIRMED, expired_at=None,
+    )
 
 
 @contextmanager
@@ -511,27 +509,44 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@dataclass
+class _Touched:
+    """What a batch does to a stored row: support it adds, and its expiry."""
+
+    count: int = 0
+    episodes: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    expired: tuple[str, str] | None = None  # (episode, delta key) that retired it
+
+
 def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: datetime,
-                   creates: list[dict[str, Any]], touched: dict[str, Fact]) -> DeltaResult:
+                   creates: list[dict[str, Any]], touched: dict[str, _Touched],
+                   max_future: timedelta) -> DeltaResult:
     delta = item.delta
     slots = locked.slots
     rows = slots.get(delta.key, [])
     try:
-        plan = reconcile(rows, delta, schema, now, applied=locked.applied, applied_only=True)
+        plan = reconcile(rows, delta, schema, now, statements=locked.points.get(delta.key),
+                         applied=locked.applied, applied_only=True, max_future=max_future)
     except SgamError as exc:
         return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
-    # ``locked.applied`` stays the set of every key the slot's rows carry: stored rows of this
-    # batch's keys are only on subjects a batch episode already mentions, whose keys the lock
-    # step read; the rest are written here.
+    # ``locked.applied`` stays the set of every key the slot's rows and statements carry.
     for props in plan.create:
         locked.applied.update(props["delta_keys"])
-    if plan.expire or plan.support:
-        locked.applied.add(plan.delta_key)
+    locked.applied.add(plan.delta_key)
+    if plan.statements:
+        locked.points.setdefault(delta.key, []).extend(plan.statements)
+        locked.new_points.setdefault(delta.key, []).extend(plan.statements)
     new_rows = apply_plan(rows, plan)
     slots[delta.key] = new_rows
-    for row in new_rows:
-        if row.memory_id in plan.expire or row.memory_id in plan.support:
-            touched[row.memory_id] = row
+    for memory_id in plan.support:
+        change = touched.setdefault(memory_id, _Touched())
+        change.count += 1
+        if plan.episode_id not in change.episodes:
+            change.episodes.append(plan.episode_id)
+        change.keys.append(plan.delta_key)
+    for memory_id in plan.expire:
+        touched.setdefault(memory_id, _Touched()).expired = (plan.episode_id, plan.delta_key)
     creates.extend(plan.create)
     return DeltaResult(
         item.index, plan.outcome, tuple(p["memory_id"] for p in plan.create), plan.message
@@ -545,18 +560,24 @@ class _Rows:
     updates: list[dict[str, Any]]
     attributes: list[dict[str, Any]]
     relations: list[dict[str, Any]]
+    ledgers: list[dict[str, Any]]
 
 
-def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, Fact],
-          schema: Schema) -> _Rows:
+def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _Touched],
+          schema: Schema, now: datetime) -> _Rows:
     final = {row.memory_id: row for rows in locked.slots.values() for row in rows}
     new_ids = {props["memory_id"] for props in creates}
+    stamp = now.astimezone(timezone.utc).isoformat()
     updates = []
-    for memory_id in touched:
+    for memory_id, change in touched.items():
         if memory_id not in new_ids:
-            row = vars(final[memory_id])
-            props, instants = _storable({key: row[key] for key in _MUTABLE})
-            updates.append({"fid": locked.row_ids[memory_id], "props": props, "at": instants})
+            expired = change.expired
+            updates.append({
+                "fid": locked.row_ids[memory_id], "count": change.count, "episodes": change.episodes,
+                "keys": change.keys, "confirmed": stamp, "expired": stamp if expired else None,
+                "expired_by_episode_id": expired[0] if expired else None,
+                "expired_by_delta_key": expired[1] if expired else None,
+            })
     attribute_rows: list[dict[str, Any]] = []
     relation_rows: list[dict[str, Any]] = []
     for props in creates:
@@ -574,11 +595,15 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, Fac
             entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}",
                          caption=_caption(row.value))
             attribute_rows.append(entry)
-    return _Rows(updates, attribute_rows, relation_rows)
+    ledgers = [{"tenant_id": t, "subject": subject, "attribute": a, "points": [p.to_json() for p in points]}
+               for (t, subject, a), points in sorted(locked.new_points.items())]
+    return _Rows(updates, attribute_rows, relation_rows, ledgers)
 
 
 def _persist(prepared: list[_Prepared], locked: _Locked, rows: _Rows, schema: Schema,
              now: datetime, mentions: bool = True) -> Generator[Statement, Records, None]:
+    if rows.ledgers:
+        yield Statement(APPEND_LEDGERS, {"ledgers": rows.ledgers, "now": now})
     if rows.updates:
         yield Statement(UPDATE_ROWS, {"rows": rows.updates})
     if rows.attributes:
@@ -619,12 +644,6 @@ def _private_episodes(prepared: list[_Prepared], schema: Schema) -> list[dict[st
             key = (p.delta.tenant_id, p.delta.source_episode_id)
             readers[key] = [r for r in readers.get(key, allowed) if r in allowed]
     return [{"tenant_id": t, "id": e, "readers": r} for (t, e), r in sorted(readers.items())]
-
-
-_MUTABLE = {
-    "expired_at", "expired_by_episode_id", "expired_by_delta_key", "support_count",
-    "support_episodes", "delta_keys", "last_confirmed_at",
-}
 
 
 def _caption(value: Any) -> str:

@@ -18,8 +18,9 @@ subject id rule, Graphiti entity labels -> SGAM entity types.
   - ``invalid_at`` -> a ``retract`` at ``invalid_at`` (the fact ended: ``valid_to``), citing the
     edge's latest episode;
   - ``expired_at`` without ``invalid_at`` (Graphiti stopped believing it, but it never ended)
-    -> the fact was never true: ``assert`` then ``retract`` at ``valid_at``, which retires the
-    version in transaction time (``history`` shows it, ``current``/``as_of`` never return it);
+    -> the fact was never true, so it is no statement at all: it is left out and listed in the
+    report's ``skipped`` (an assert and a retract at ``valid_at`` would be two change points, and
+    the retract would end whatever else holds there; docs/temporal-semantics.md);
   - ``expired_at`` with ``invalid_at`` is only Graphiti's record of when it invalidated the
     edge and adds nothing; SGAM's own ``recorded_at``/``expired_at`` are the import's times.
 
@@ -40,7 +41,7 @@ Only Graphiti nodes and edges are read: ``RELATES_TO`` edges with a ``uuid`` bet
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -191,6 +192,8 @@ class GraphitiImportReport:
     """Edges per Graphiti edge name that the mapping does not know."""
     problems: list[dict[str, str]] = field(default_factory=list)
     """Edges or episodes that could not be mapped, or deltas SGAM refused: ``uuid``, ``reason``."""
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    """Never-true edges left out (see :func:`plan_edges`): ``uuid``, ``reason``."""
 
     @property
     def written(self) -> int:
@@ -201,7 +204,7 @@ class GraphitiImportReport:
         return {"tenant_id": self.tenant_id, "dry_run": self.dry_run, "episodes_read": self.episodes_read,
                 "edges_read": self.edges_read, "episodes": dict(self.episodes), "deltas": self.deltas,
                 "outcomes": dict(self.outcomes), "written": self.written, "unmapped": dict(self.unmapped),
-                "problems": list(self.problems)}
+                "problems": list(self.problems), "skipped": list(self.skipped)}
 
 
 @dataclass(frozen=True)
@@ -314,16 +317,19 @@ class _Importer:
         slot = (fields["subject"], rule.attribute)
         assert_ = MemoryDelta(**fields, valid_from=start, source_episode_id=episodes[0].id)
         if end is None and edge.get("expired_at") is not None:
-            never = assert_.model_copy(update={"op": Op.RETRACT})
-            # Each pair stays adjacent: an assert of the same value in between would make the
-            # first retract remove both, and the second a no-op that a re-import would replay.
-            return [_Planned(episodes[0], (*slot, 0, start, edge["uuid"], 0), assert_, edge["uuid"]),
-                    _Planned(episodes[0], (*slot, 0, start, edge["uuid"], 1), never, edge["uuid"])]
+            self.report.skipped.append({"uuid": str(edge["uuid"]), "reason": (
+                "expired without invalid_at: Graphiti found it never true, so it is not imported")})
+            return []
         planned = [_Planned(episodes[0], (*slot, 1, start, 1, edge["uuid"]), assert_, edge["uuid"])]
         if end is not None:
             retract = MemoryDelta(**fields, valid_from=end, op=Op.RETRACT, source_episode_id=episodes[-1].id)
             planned.append(_Planned(episodes[-1], (*slot, 1, end, 0, edge["uuid"]), retract, edge["uuid"]))
         return planned
+
+
+def plan_edges(importer: _Importer, edge_rows: Iterable[Any]) -> list[_Planned]:
+    """Every edge's deltas, per slot in time order."""
+    return sorted((p for row in edge_rows for p in importer.plan(row)), key=lambda p: p.order)
 
 
 def _reason(exc: Exception) -> str:
@@ -349,7 +355,7 @@ def import_graphiti(graph: Any, mapping: GraphitiMapping, tenant: str, *,
     importer.add_episodes(episode_rows)
     edge_rows = graph.store.read(READ_EDGES, {"groups": groups})
     report.edges_read = len(edge_rows)
-    planned = sorted((p for row in edge_rows for p in importer.plan(row)), key=lambda p: p.order)
+    planned = plan_edges(importer, edge_rows)
     episodes = [*importer.episodes.values(), *importer.extra.values()]
     if dry_run:
         report.episodes["planned"] = len(episodes)

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -243,6 +243,7 @@ class MemoryGraph(_Queries):
         uri, auth = _connection(uri, auth, settings)
         store = Store.connect(uri, auth, schema or default_schema(),
                               database or settings.neo4j_database, clock)
+        store.max_future = timedelta(days=settings.max_future_days)
         if bootstrap:
             try:
                 store.bootstrap()
@@ -510,6 +511,7 @@ class AsyncMemoryGraph(_Queries):
             finally:
                 sync.close()
         store = await AsyncStore.connect(uri, auth, schema, database or settings.neo4j_database, clock)
+        store.max_future = timedelta(days=settings.max_future_days)
         return cls(store)
 
     async def close(self) -> None:

@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     pagecache_size: str = "512m"
     start_timeout: float = 120.0
 
+    # The write path: how far after now a valid_from may lie (a scheduled change) before it is
+    # refused as absurd; an attribute's max_future_days in the schema wins.
+    max_future_days: int = Field(default=36_500, ge=0, le=3_000_000)
+
     # The OpenAI-compatible structured-output extractor (sgam.ingest.llm): SGAM_LLM_BASE_URL, ...
     llm_base_url: str | None = None
     llm_model: str | None = None

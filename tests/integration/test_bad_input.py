@@ -42,7 +42,7 @@ def delta(tenant: str, **overrides) -> MemoryDelta:
         ({"attribute": "passport_deadline", "value": "next week"}, Exception, ["passport_deadline", "date"]),
         ({"attribute": "loyalty_points", "subject_type": "Customer", "value": "many"}, Exception, ["int"]),
         ({"source_episode_id": "e404"}, InvalidDelta, ["e404", "record the episode"]),
-        ({"valid_from": datetime(2099, 1, 1, tzinfo=timezone.utc)}, InvalidDelta, ["valid_from", "after now"]),
+        ({"valid_from": datetime(9000, 1, 1, tzinfo=timezone.utc)}, InvalidDelta, ["valid_from", "after now", "SGAM_MAX_FUTURE_DAYS"]),
         ({"attribute": "contact_preference", "subject_type": "Customer", "value": "pigeon"}, Exception, ["email"]),
         ({"attribute": "holds", "value": "acc-1", "subject": "mira", "subject_type": "Person"},
          SchemaViolation, ["holds", "Customer"]),
@@ -122,10 +122,17 @@ def test_an_unknown_country_is_refused_by_name(seeded: MemoryGraph, tenant: str)
     assert node_count(seeded, tenant) == 1  # the episode only
 
 
-def test_retracting_a_value_not_held_is_a_conflict(seeded: MemoryGraph, tenant: str) -> None:
+def test_retracting_a_value_not_held_is_kept_and_bites_once_that_value_holds(
+        seeded: MemoryGraph, tenant: str) -> None:
     seeded.write(delta(tenant))
-    with pytest.raises(Conflict, match="Porto"):
-        seeded.write(delta(tenant, op="retract", value="Lisbon", valid_from=utc(2026, 2, 1)))
+    kept = seeded.write(delta(tenant, op="retract", value="Lisbon", valid_from=utc(2026, 3, 1)))
+    assert kept.outcome == "kept"
+    assert [f.value for f in seeded.current(tenant, "mira", "home_city")] == ["Porto"]
+    # A backdated Lisbon from February: the kept retract now ends it on 1 March.
+    seeded.write(delta(tenant, value="Lisbon", valid_from=utc(2026, 2, 1)))
+    believed = sorted((f.valid_from, f.valid_to, f.value) for f in seeded.history(tenant, "mira", "home_city")
+                      if f.expired_at is None)
+    assert believed == [(utc(2026, 1, 1), utc(2026, 2, 1), "Porto"), (utc(2026, 2, 1), utc(2026, 3, 1), "Lisbon")]
 
 
 def test_write_many_reports_bad_ones_and_applies_good_ones(seeded: MemoryGraph, tenant: str) -> None:
@@ -175,11 +182,18 @@ def test_wrong_password_is_one_clear_error(neo4j_connection) -> None:
         MemoryGraph.connect(uri, (user, "wrong-password"), schema=default_schema())
 
 
-def test_future_tolerance_is_one_day(seeded: MemoryGraph, tenant: str) -> None:
-    soon = seeded.clock() + timedelta(hours=23)
-    seeded.write(delta(tenant, valid_from=soon))
-    with pytest.raises(InvalidDelta, match="valid_from"):
-        seeded.write(delta(tenant, valid_from=soon + timedelta(days=2)))
+def test_a_scheduled_change_is_an_ordinary_fact_and_absurd_years_are_refused(
+        seeded: MemoryGraph, tenant: str) -> None:
+    now = seeded.clock()
+    seeded.write(delta(tenant))
+    moving = now + timedelta(days=40)
+    assert seeded.write(delta(tenant, value="Lisbon", valid_from=moving)).outcome == "changed"
+    assert [f.value for f in seeded.current(tenant, "mira", "home_city")] == ["Porto"]
+    assert [f.value for f in seeded.as_of(tenant, "mira", "home_city", valid_at=moving)] == ["Lisbon"]
+    assert len([f for f in seeded.history(tenant, "mira", "home_city") if f.expired_at is None]) == 2
+    with pytest.raises(InvalidDelta, match="valid_from.*36500 days after now.*SGAM_MAX_FUTURE_DAYS"):
+        seeded.write(delta(tenant, valid_from=now.replace(year=now.year + 101)))
+    assert len([f for f in seeded.history(tenant, "mira", "home_city") if f.expired_at is None]) == 2
 
 
 def test_keyword_writes_raise_sgam_errors(graph: MemoryGraph, tenant: str) -> None:

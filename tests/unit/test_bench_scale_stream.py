@@ -30,7 +30,12 @@ PINNED_OPS = {"add": 546, "backdated": 415, "change": 1334, "correct": 230, "cre
 def _digest(models: Iterable[BaseModel]) -> str:
     digest = hashlib.sha256()
     for model in models:
-        digest.update(json.dumps(model.model_dump(mode="json"), sort_keys=True).encode())
+        fields = model.model_dump(mode="json")
+        # Fields MemoryDelta gained after the pin (the stream never sets them).
+        for name in ("valid_to", "replaces"):
+            if fields.get(name, 0) is None:
+                del fields[name]
+        digest.update(json.dumps(fields, sort_keys=True).encode())
     return digest.hexdigest()
 
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from sgam.graph import default_schema, reconcile
 from sgam.graph.models import Fact
-from sgam.graph.reconcile import apply_plan
-from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, _Importer
+from sgam.graph.reconcile import Point, apply_plan
+from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, _Importer, plan_edges
 
 SCHEMA = default_schema()
 MAPPING = GraphitiMapping.from_data({"edges": {"LIVES_IN": "home_city"}}).check(SCHEMA)
@@ -47,10 +47,13 @@ def timeline(segments: list[tuple[int, str, int]]) -> list[tuple[datetime, datet
     return out
 
 
-def apply(rows: list[Fact], deltas: list, step: int) -> list[Fact]:
+def apply(rows: list[Fact], points: list[Point], deltas: list, step: int) -> tuple[list[Fact], list[Point]]:
+    """The rows and statements of the slot after ``deltas`` (the store keeps both)."""
     for i, delta in enumerate(deltas):
-        rows = apply_plan(rows, reconcile(rows, delta, SCHEMA, day(1000 + step * 100 + i)))
-    return rows
+        plan = reconcile(rows, delta, SCHEMA, day(1000 + step * 100 + i), statements=points)
+        rows = apply_plan(rows, plan)
+        points = [*points, *plan.statements]
+    return rows, points
 
 
 @settings(max_examples=60, deadline=None)
@@ -61,15 +64,15 @@ def test_any_graphiti_timeline_imports_exactly(segments, nevers, rnd) -> None:
     rnd.shuffle(rows_in)
     report = GraphitiImportReport("t1", dry_run=False)
     importer = _Importer(SCHEMA, MAPPING, "t1", report)
-    planned = sorted((p for r in rows_in for p in importer.plan(r)), key=lambda p: p.order)
+    planned = plan_edges(importer, rows_in)
     assert report.problems == [] and not report.unmapped
     deltas = [p.delta for p in planned]
-    rows = apply([], deltas, 0)
+    rows, points = apply([], [], deltas, 0)
     for t in range(0, 130):
         expected = [city for s, e, city in intervals if s <= day(t) and (e is None or day(t) < e)]
         got = [r.value for r in rows if r.expired_at is None and r.valid_at(day(t))]
         assert got == expected, (t, intervals, nevers)
-    again = apply(rows, deltas, 1)  # a re-import changes nothing
+    again, _ = apply(rows, points, deltas, 1)  # a re-import changes nothing
     assert sorted(r.memory_id for r in again) == sorted(r.memory_id for r in rows)
     assert [r.expired_at for r in sorted(again, key=lambda r: r.memory_id)] == \
         [r.expired_at for r in sorted(rows, key=lambda r: r.memory_id)]
@@ -90,9 +93,8 @@ def test_set_valued_members_import_independently(members, rnd) -> None:
         rows_in.append(row)
     rnd.shuffle(rows_in)
     report = GraphitiImportReport("t1", dry_run=False)
-    planned = sorted((p for r in rows_in for p in _Importer(SCHEMA, MANY, "t1", report).plan(r)),
-                     key=lambda p: p.order)
-    rows = apply([], [p.delta for p in planned], 0)
+    planned = plan_edges(_Importer(SCHEMA, MANY, "t1", report), rows_in)
+    rows, _ = apply([], [], [p.delta for p in planned], 0)
     for t in range(0, 170, 3):
         expected = sorted(f"friend-{i}" for i, (s, n, x) in enumerate(members)
                           if s <= t and (n is None and not x or n is not None and t < s + n))
