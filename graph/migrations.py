@@ -87,6 +87,17 @@ SCHEMA_MIGRATIONS = Migration(
     ),
 )
 
+# Bulk import runs (graph/bulk.py): found by tenant; ``active`` is set only while a run is
+# unfinished, so at most one import at a time runs into a tenant.
+IMPORT_RUNS = Migration(
+    "0006-import-runs",
+    (
+        "CREATE INDEX sgam_import_run_tenant IF NOT EXISTS FOR (r:ImportRun) ON (r.tenant_id)",
+        "CREATE CONSTRAINT sgam_import_run_active IF NOT EXISTS "
+        "FOR (r:ImportRun) REQUIRE (r.tenant_id, r.active) IS UNIQUE",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -125,7 +136,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS]
+            SCHEMA_MIGRATIONS, IMPORT_RUNS]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:
