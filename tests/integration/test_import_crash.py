@@ -33,7 +33,9 @@ from sgam.graph.bulk import (
     START_RUN,
     TENANT_STATE,
     UNDO,
+    ImportRequest,
     ImportResult,
+    RunTakenOver,
     import_requests,
 )
 
@@ -317,6 +319,45 @@ def test_an_import_failing_midway_leaves_no_run_behind(graph: MemoryGraph, tenan
     assert runs(graph, tenant) == []
     assert {k: v for k, v in counts(graph, tenant).items() if k != "episodes"} == dict.fromkeys(
         ("entities", "values", "ledgers", "facts", "mentions"), 0)
+
+
+def _serve_until(graph: MemoryGraph, requests: Iterator[ImportRequest], query: str | None) -> ImportRequest:
+    """Serve an import's requests until the next write is ``START_RUN`` (``query``) or, with None,
+    any other write (a chunk); return that request unserved."""
+    request = next(requests)
+    while True:
+        if request[0] == "write":
+            first = next(request[1]()).query  # type: ignore[operator]
+            if first == query or (query is None and first not in (START_RUN, FINISH_RUN)):
+                return request
+        request = requests.send(graph.store._serve(*request))  # type: ignore[attr-defined]  # noqa: SLF001
+
+
+def test_two_imports_at_once_into_one_tenant_do_not_mix(graph: MemoryGraph, tenants: list[str]) -> None:
+    tenant, deltas = fresh(tenants, graph)
+    calm, calm_deltas = fresh(tenants, graph)
+    graph.import_history(calm_deltas, chunk_size=CHUNK)
+
+    # both find the tenant empty; the second to write its marker is refused before any chunk
+    late = import_requests(deltas, graph.store.schema, graph.store.clock, CHUNK)
+    start = _serve_until(graph, late, START_RUN)
+    _stop_after(graph, deltas, chunks=1)
+    with pytest.raises(Conflict) as clash:
+        graph.store._serve(*start)  # noqa: SLF001
+    with pytest.raises(Conflict, match=f"another import_history into tenant\\(s\\) '{tenant}' started at the same time"):
+        late.throw(clash.value)
+
+    # both resume the run; the slower one's chunk is rolled back and it stops without an undo
+    slow = import_requests(deltas, graph.store.schema, graph.store.clock, CHUNK)
+    chunk = _serve_until(graph, slow, None)
+    assert graph.import_history(deltas, chunk_size=CHUNK).resumed_from == 1
+    with pytest.raises(RunTakenOver) as taken:
+        graph.store._serve(*chunk)  # noqa: SLF001
+    assert "moved on by another process while this one wrote chunk 1" in str(taken.value)
+    with pytest.raises(RunTakenOver):
+        slow.throw(taken.value)  # raised again, not answered with an undo request
+    assert [r["status"] for r in runs(graph, tenant)] == ["done"]
+    assert_same_import(graph, tenant, calm)
 
 
 def _operators(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
