@@ -53,7 +53,7 @@ INDEX_TIMEOUT_S = 300
 DELETE_TENANT = (
     "MATCH (:Entity {tenant_id: $tenant})-[f]->() CALL (f) { DELETE f } IN TRANSACTIONS OF 10000 ROWS",
     *(f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun")),
+      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger")),
 )
 
 
