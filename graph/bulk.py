@@ -17,30 +17,104 @@ chunk at a time. Per-delta outcomes come back one byte each (:class:`ImportResul
 
 Everything is checked before the first write; if a chunk still fails, the facts, values and
 entities already imported are removed again, so the tenant is as empty as before (its episodes stay).
+
+A process that is killed (or a server that stops) midway cannot undo anything, so the import
+records itself as it runs: an ``(:ImportRun {tenant_id, id, fingerprint, status, ...})`` node per
+tenant, written before the first chunk, advanced in the transaction of each chunk and marked
+``done`` at the end. The fingerprint (:func:`fingerprint`) identifies the stream: its length and
+a hash of its deltas' idempotency keys in order, taken in the validation pass. A re-run finds the
+unfinished run (:func:`decide`): the same stream resumes after the last committed chunk (chunks
+hold whole subjects, so a committed chunk is complete; the packing uses the run's chunk size); a
+different stream is refused unless the caller asks to undo the unfinished run first
+(``on_unfinished="undo"``). An undo marks the run ``undoing`` before it deletes anything, so an
+undo that is itself interrupted is finished by the next run instead of being resumed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from array import array
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import overload
+from typing import Any, Literal, TypeVar, overload
 
 from .errors import Conflict, InvalidDelta, SchemaViolation
 from .models import MemoryDelta
 from .schema import Schema
-from .writes import BatchResult, DeltaResult, Records, Statement, WriteSteps, _entities_of, _Prepared, \
-    mentions_of, prepare, write_steps
+from .writes import BatchResult, DeltaResult, Records, Statement, _entities_of, _Prepared, mentions_of, prepare, \
+    write_steps
 
 DEFAULT_CHUNK = 20_000
+ON_UNFINISHED = ("resume", "undo")
+OnUnfinished = Literal["resume", "undo"]
+T = TypeVar("T")
 
-# A tenant qualifies when it has no entities (facts hang off entities) and no tombstones.
-OCCUPIED = """
+# The outcome of a delta that the interrupted run a resumed import continues had already written
+# (its own outcome was not kept; the run's tallies are in ``ImportResult.earlier``).
+EARLIER = "earlier_run"
+
+# What each target tenant holds: entities, tombstones, its unfinished import runs and, when it has
+# one, up to five entities written after that run last advanced, i.e. by something else (resuming
+# would mix with them, undoing would delete them). The ``WITH ... WHERE`` keeps a tenant without a
+# run from scanning its entities.
+TENANT_STATE = """
 UNWIND $tenants AS t
 CALL (t) { MATCH (e:Entity {tenant_id: t}) RETURN count(e) > 0 AS entities LIMIT 1 }
 CALL (t) { MATCH (x:Tombstone {tenant_id: t}) RETURN count(x) > 0 AS tombstones LIMIT 1 }
-RETURN t AS tenant, entities, tombstones
+CALL (t) {
+  OPTIONAL MATCH (r:ImportRun {tenant_id: t}) WHERE r.status <> 'done'
+  RETURN collect(r {.id, .fingerprint, .status, .tenants, .chunks, .chunks_done, .deltas, .deltas_done,
+                    .chunk_size, .outcome_names, .outcome_counts, started_at: toString(r.started_at)}) AS runs,
+         max(r.advanced_at) AS since
+}
+CALL (t, since) {
+  WITH t, since WHERE since IS NOT NULL
+  MATCH (e:Entity {tenant_id: t}) WHERE coalesce(e.updated_at, e.created_at) > since
+  WITH e.id AS id LIMIT 5
+  RETURN collect(id) AS later
+}
+RETURN t AS tenant, entities, tombstones, runs, later
+"""
+
+# The run's marker, one per tenant, before the first chunk. ``active`` is unique per tenant
+# (migration 0006) while a run is unfinished, so two imports cannot start into one tenant at once.
+START_RUN = """
+UNWIND $tenants AS t
+CREATE (:ImportRun {tenant_id: t, id: $run, active: true, status: 'running', fingerprint: $fingerprint,
+                    tenants: $tenants, chunks: $chunks, chunks_done: 0, deltas: $deltas, deltas_done: 0,
+                    chunk_size: $chunk_size, outcome_names: [], outcome_counts: [],
+                    started_at: $now, advanced_at: $now})
+"""
+
+# In each chunk's transaction: the run moves past chunk ``$chunk`` only if it still stands before
+# it (else another process moved it on, and the chunk is rolled back).
+ADVANCE_RUN = """
+UNWIND $tenants AS t
+MATCH (r:ImportRun {tenant_id: t, id: $run})
+WHERE r.status = 'running' AND r.chunks_done = $chunk
+SET r.chunks_done = $chunk + 1, r.deltas_done = $deltas_done, r.advanced_at = $now,
+    r.outcome_names = $names, r.outcome_counts = $counts
+RETURN count(r) AS advanced
+"""
+
+FINISH_RUN = """
+UNWIND $tenants AS t
+MATCH (r:ImportRun {tenant_id: t, id: $run})
+WHERE r.status = 'running' AND r.chunks_done = r.chunks
+SET r.status = 'done', r.finished_at = $now
+REMOVE r.active
+RETURN count(r) AS finished
+"""
+
+# Before an undo deletes anything: a run marked so is never resumed, so an undo that is itself
+# interrupted is finished by the next import instead.
+MARK_UNDOING = """
+UNWIND $tenants AS t
+MATCH (r:ImportRun {tenant_id: t, id: $run})
+SET r.status = 'undoing', r.undo_started_at = $now
 """
 
 # The episode ids of one slice of the stream that are not recorded. The index hint keeps each row
@@ -64,10 +138,14 @@ MATCH (e:Entity {tenant_id: m.tenant_id, id: m.entity})
 MERGE (ep)-[:MENTIONS]->(e)
 """
 
-# Undo of a failed import: the tenant had no entities or values before it started.
-UNDO = tuple(
-    f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 5000 ROWS"
-    for label in ("Value", "Entity", "Ledger")
+# Undo of an import, per tenant, after ``MARK_UNDOING``: the tenant held no entities, values or
+# ledgers before it started (a tenant written to since is refused, see ``TENANT_STATE``), so all of
+# them go; deleting an entity takes its facts and ``MENTIONS`` links along. The marker goes last,
+# so an interrupted undo is still found. Episodes and finished runs stay.
+UNDO = (
+    *(f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 5000 ROWS"
+      for label in ("Value", "Entity", "Ledger")),
+    "MATCH (r:ImportRun {tenant_id: $tenant}) WHERE r.status = 'undoing' DELETE r",
 )
 
 _ROLES = ("subject", "target")
@@ -85,9 +163,11 @@ class ImportPlan:
     total: int
     order: array
     bounds: tuple[int, ...]
+    fingerprint: str = ""
 
-    def chunks(self) -> Iterator[array]:
-        for start, stop in zip(self.bounds, self.bounds[1:]):
+    def chunks(self, first: int = 0) -> Iterator[array]:
+        """The chunks from chunk ``first`` on."""
+        for start, stop in zip(self.bounds[first:], self.bounds[first + 1:]):
             yield self.order[start:stop]
 
     @property
@@ -157,23 +237,62 @@ def prepare_all(deltas: Sequence[MemoryDelta], indices: Iterable[int], schema: S
     return ready
 
 
-def plan_steps(deltas: Sequence[MemoryDelta], schema: Schema,
-               chunk_size: int = DEFAULT_CHUNK) -> Generator[Statement, Records, ImportPlan]:
-    """Validate ``deltas`` slice by slice and pack them into chunks; raises on the first bad delta.
+@dataclass(frozen=True)
+class CheckedStream:
+    """A validated stream before it is packed into chunks (:meth:`pack`): each delta's subject as
+    a number, the subjects in first-seen order, and the stream's :func:`fingerprint`."""
+
+    tenants: tuple[str, ...]
+    total: int
+    fingerprint: str
+    subjects: array
+    subject_order: array
+    entity_count: int
+
+    def pack(self, chunk_size: int) -> ImportPlan:
+        order, bounds = _pack(self.subjects, self.subject_order, self.entity_count, check_chunk_size(chunk_size))
+        return ImportPlan(self.tenants, self.total, order, bounds, self.fingerprint)
+
+
+class Fingerprint:
+    """What identifies a stream across runs: its length and a hash of its deltas' idempotency keys in
+    order, under the schema's name and version (the keys hold canonical values, and the schema
+    decides them). Deltas that differ only in what the key leaves out (confidence, actor, names)
+    are the same stream; fed one key at a time, so the stream is never held."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.digest = hashlib.sha256(f"{schema.name}@{schema.version}".encode())
+        self.count = 0
+
+    def add(self, key: str) -> None:
+        self.digest.update(b"\n" + key.encode())
+        self.count += 1
+
+    @property
+    def value(self) -> str:
+        return f"{self.count}:{self.digest.hexdigest()}"
+
+
+def check_steps(deltas: Sequence[MemoryDelta], schema: Schema,
+                slice_size: int = DEFAULT_CHUNK) -> Generator[Statement, Records, CheckedStream]:
+    """Validate ``deltas`` slice by slice; raises on the first bad delta.
 
     A statement generator (like ``writes.write_steps``): it yields one read per tenant and slice,
     the slice's episode ids that are not recorded. Nothing of a delta is kept but its subject's
-    number, so a lazy ``Sequence`` is never held in full.
+    number (and its key, in the running :class:`Fingerprint`), so a lazy ``Sequence`` is never
+    held in full.
     """
-    check_chunk_size(chunk_size)
+    check_chunk_size(slice_size)
     total = len(deltas)
     entities = _Entities()
     subjects = array("i")  # per delta, its subject's number
     tenants: set[str] = set()
-    for start in range(0, total, chunk_size):
+    stream = Fingerprint(schema)
+    for start in range(0, total, slice_size):
         episodes: dict[str, set[str]] = {}
-        for item in prepare_all(deltas, range(start, min(start + chunk_size, total)), schema):
+        for item in prepare_all(deltas, range(start, min(start + slice_size, total)), schema):
             subjects.append(entities.add(item))
+            stream.add(item.key)
             episodes.setdefault(item.delta.tenant_id, set()).add(item.delta.source_episode_id)
         for tenant in sorted(episodes):
             records = yield Statement(MISSING_EPISODES, {"tenant": tenant, "ids": sorted(episodes[tenant])})
@@ -181,8 +300,15 @@ def plan_steps(deltas: Sequence[MemoryDelta], schema: Schema,
             if error is not None:
                 raise error
         tenants.update(episodes)
-    order, bounds = _pack(subjects, entities.subject_order, len(entities.type_of), chunk_size)
-    return ImportPlan(tuple(sorted(tenants)), total, order, bounds)
+    return CheckedStream(tuple(sorted(tenants)), total, stream.value, subjects,
+                         entities.subject_order, len(entities.type_of))
+
+
+def plan_steps(deltas: Sequence[MemoryDelta], schema: Schema,
+               chunk_size: int = DEFAULT_CHUNK) -> Generator[Statement, Records, ImportPlan]:
+    """:func:`check_steps`, then pack the stream into chunks of about ``chunk_size`` deltas."""
+    checked = yield from check_steps(deltas, schema, chunk_size)
+    return checked.pack(chunk_size)
 
 
 def _pack(subjects: array, subject_order: array, entity_count: int,
@@ -210,14 +336,52 @@ def _pack(subjects: array, subject_order: array, entity_count: int,
     return order, tuple(bounds)
 
 
-def chunk_steps(ready: Sequence[_Prepared], schema: Schema, clock: Callable[[], datetime]) -> WriteSteps:
-    """One chunk's transaction: the ordinary write (its checks done by :func:`plan_steps`), then the
-    chunk's ``MENTIONS`` links."""
+@dataclass(frozen=True)
+class RunStep:
+    """Where a chunk moves its run: from ``chunk`` to ``chunk + 1``, with the tallies so far."""
+
+    run: str
+    tenants: tuple[str, ...]
+    chunk: int
+    deltas_done: int
+    tallies: Mapping[str, int]
+
+    def advance(self, batch: BatchResult, now: datetime) -> tuple[Statement, dict[str, int]]:
+        tallies = Counter(self.tallies)
+        tallies.update(r.outcome for r in batch.results)
+        names = sorted(tallies)
+        return Statement(ADVANCE_RUN, {
+            "tenants": list(self.tenants), "run": self.run, "chunk": self.chunk,
+            "deltas_done": self.deltas_done, "now": now, "names": names,
+            "counts": [tallies[n] for n in names]}), dict(tallies)
+
+
+class RunTakenOver(Conflict):
+    """Another process moved the run on while this one wrote a chunk (whose writes were rolled back)."""
+
+
+ChunkSteps = Generator[Statement, Records, tuple[BatchResult, dict[str, int]]]
+
+
+def chunk_steps(ready: Sequence[_Prepared], schema: Schema, clock: Callable[[], datetime],
+                step: RunStep) -> ChunkSteps:
+    """One chunk's transaction: the ordinary write (its checks done by :func:`check_steps`), the
+    chunk's ``MENTIONS`` links, and the run's advance past it (so a committed chunk is recorded).
+    Returns the batch and the run's outcome tallies after it."""
     batch = yield from write_steps(ready, (), schema, clock, True, checked=True, mentions=False)
     links = mentions_of(ready)
     if links:
         yield Statement(MERGE_MENTIONS, {"mentions": links})
-    return batch
+    # read after the write's own clock reading, so the run's time is never before its entities'
+    statement, tallies = step.advance(batch, clock())
+    records = yield statement
+    if records[0]["advanced"] != len(step.tenants):
+        raise RunTakenOver(
+            f"import run {step.run!r} into tenant(s) {_names(step.tenants)} was moved on by another process "
+            f"while this one wrote chunk {step.chunk} (this chunk was rolled back and nothing else was "
+            "changed): let that import finish, or re-run import_history with the same stream to resume it"
+        )
+    return batch, tallies
 
 
 class Outcomes(Sequence[DeltaResult]):
@@ -231,17 +395,25 @@ class Outcomes(Sequence[DeltaResult]):
         self.codes = bytearray(total)
         self.names: list[str] = []
 
+    def _code(self, outcome: str) -> int:
+        try:
+            return self.names.index(outcome)
+        except ValueError:
+            if len(self.names) == 255:
+                raise ValueError(f"more than 255 outcomes, cannot add {outcome!r}") from None
+            self.names.append(outcome)
+            return len(self.names) - 1
+
     def record(self, results: Iterable[DeltaResult]) -> None:
-        names, codes = self.names, self.codes
+        codes = self.codes
         for r in results:
-            try:
-                code = names.index(r.outcome)
-            except ValueError:
-                if len(names) == 255:
-                    raise ValueError(f"more than 255 outcomes, cannot add {r.outcome!r}") from None
-                names.append(r.outcome)
-                code = len(names) - 1
-            codes[r.index] = code
+            codes[r.index] = self._code(r.outcome)
+
+    def fill(self, indices: Iterable[int], outcome: str) -> None:
+        """Give every delta at ``indices`` the same ``outcome``."""
+        code, codes = self._code(outcome), self.codes
+        for index in indices:
+            codes[index] = code
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -271,30 +443,74 @@ class Outcomes(Sequence[DeltaResult]):
 @dataclass(frozen=True)
 class ImportResult(BatchResult):
     """What :meth:`Store.import_history` did: a :class:`BatchResult` whose ``results`` are
-    :class:`Outcomes` (one byte a delta; ``count``/``written`` read their tallies)."""
+    :class:`Outcomes` (one byte a delta), and how the run went.
+
+    ``run`` is the id of the ``ImportRun`` (empty for an empty stream), ``chunks`` its number of
+    chunks. ``resumed_from`` is the chunk this call started at when it resumed an interrupted run
+    of the same stream (``None`` when it started afresh): the deltas of the chunks before it read
+    ``earlier_run``, and ``earlier`` holds the tallies that run had recorded for them. ``undone``
+    names the unfinished runs removed before this import started. ``count`` and ``written`` cover
+    the whole import, the earlier run's chunks included.
+    """
 
     results: Outcomes  # type: ignore[assignment]
+    run: str = ""
+    chunks: int = 0
+    resumed_from: int | None = None
+    earlier: Mapping[str, int] = field(default_factory=dict)
+    undone: tuple[str, ...] = ()
+
+    def tallies(self) -> dict[str, int]:
+        """How many deltas of the whole import had each outcome."""
+        tallies = Counter(self.earlier)
+        tallies.update({k: n for k, n in self.results.counts().items() if k != EARLIER})
+        return dict(tallies)
 
     def count(self, outcome: str) -> int:
-        return self.results.counts().get(outcome, 0)
+        return self.tallies().get(outcome, 0)
 
     @property
     def written(self) -> int:
-        return sum(n for outcome, n in self.results.counts().items() if outcome != "unchanged")
+        return sum(n for outcome, n in self.tallies().items() if outcome != "unchanged")
 
     @property
     def rejected(self) -> tuple[DeltaResult, ...]:
         return ()
 
 
-def occupied_error(records: Sequence[dict]) -> Conflict | None:
-    """The error for tenants that already hold entities or tombstones (None when all are empty)."""
-    busy = [r["tenant"] for r in records if r["entities"] or r["tombstones"]]
+def _names(tenants: Iterable[str]) -> str:
+    return ", ".join(repr(t) for t in tenants)
+
+
+def _describe(run: Mapping[str, Any]) -> str:
+    return (f"run {run['id']!r} (started {run['started_at']}, {run['chunks_done']} of {run['chunks']} chunks "
+            f"committed, {run['deltas_done']:,} of {run['deltas']:,} deltas)")
+
+
+def occupied_error(records: Sequence[Mapping[str, Any]]) -> Conflict | None:
+    """The error for tenants that hold entities or tombstones but no unfinished import (None when
+    every tenant is empty or holds only an unfinished import)."""
+    busy = [r["tenant"] for r in records if (r["entities"] or r["tombstones"]) and not r.get("runs")]
     if not busy:
         return None
     return Conflict(
-        f"tenant(s) {', '.join(repr(t) for t in busy)} already hold entities or facts: import_history "
+        f"tenant(s) {_names(busy)} already hold entities or facts: import_history "
         "loads a whole history into empty tenants only; use write_many to add to a tenant"
+    )
+
+
+def touched_error(records: Sequence[Mapping[str, Any]]) -> Conflict | None:
+    """The error for tenants that hold an unfinished import and were written to after it stopped."""
+    touched = [r for r in records if r.get("runs") and (r["later"] or r["tombstones"])]
+    if not touched:
+        return None
+    r = touched[0]
+    what = f"entities {_names(r['later'])} were written later" if r["later"] else "subjects were forgotten since"
+    return Conflict(
+        f"tenant {r['tenant']!r} holds the unfinished import {_describe(r['runs'][0])}, but {what}: resuming "
+        "would mix the import with those writes and undoing it would delete them, so neither is done. "
+        "Remove the tenant (delete_tenant; it takes the episodes too) and import again, or keep it and add "
+        "to it with write_many"
     )
 
 
@@ -309,52 +525,170 @@ def missing_error(tenant: str, missing: Sequence[str]) -> InvalidDelta | None:
     )
 
 
+def check_on_unfinished(on_unfinished: object) -> OnUnfinished:
+    if on_unfinished not in ON_UNFINISHED:
+        raise InvalidDelta(f"on_unfinished must be 'resume' or 'undo', got {on_unfinished!r}")
+    return on_unfinished  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an import does before its first chunk: undo these unfinished runs (each in the
+    tenants that still hold its marker), then resume ``resume`` or, when it is None, start afresh."""
+
+    undo: tuple[tuple[Mapping[str, Any], tuple[str, ...]], ...] = ()
+    resume: Mapping[str, Any] | None = None
+
+
+def decide(fingerprint: str, targets: Sequence[str], records: Sequence[Mapping[str, Any]],
+           on_unfinished: OnUnfinished) -> Decision:
+    """What to do about the unfinished runs that ``records`` (``TENANT_STATE`` rows of the target
+    tenants and of every other tenant of their runs) show; raises :class:`Conflict` when the
+    import must not go ahead.
+
+    A run already being undone is undone to the end. With ``"undo"`` every other unfinished run is
+    undone too; with ``"resume"`` the one unfinished run is resumed when it imports the same stream
+    (``fingerprint``) into the same tenants, and anything else is refused.
+    """
+    error = occupied_error([r for r in records if r["tenant"] in targets]) or touched_error(records)
+    if error is not None:
+        raise error
+    runs: dict[str, Mapping[str, Any]] = {}
+    holders: dict[str, list[str]] = {}
+    for record in records:
+        for run in record["runs"]:
+            runs.setdefault(run["id"], run)
+            holders.setdefault(run["id"], []).append(record["tenant"])
+    undo = [i for i, run in runs.items() if on_unfinished == "undo" or run["status"] == "undoing"]
+    left = [runs[i] for i in runs if i not in undo]
+    decision = Decision(tuple((runs[i], tuple(sorted(holders[i]))) for i in undo))
+    if not left:
+        return decision
+    run = left[0]
+    held = set(holders[run["id"]])
+    if len(left) == 1 and run["fingerprint"] == fingerprint and held == set(run["tenants"]) == set(targets):
+        return Decision(decision.undo, run)
+    if len(left) > 1:
+        reason = f"besides {len(left) - 1} other unfinished run(s) ({_names(r['id'] for r in left[1:])})"
+    elif held != set(run["tenants"]):
+        gone = _names(sorted(set(run["tenants"]) - held))
+        reason = f"whose marker is gone from tenant(s) {gone}, so it cannot resume"
+    else:
+        reason = f"of a different stream than this one ({fingerprint.split(':')[0]} deltas; fingerprints differ)"
+    raise Conflict(
+        f"tenant(s) {_names(sorted(held))} hold the unfinished import {_describe(run)}, {reason}. Either re-run "
+        "import_history with that run's stream to finish it, or pass on_unfinished='undo' to remove what it "
+        "wrote (facts, values, entities; episodes stay) and import this stream"
+    )
+
+
 # What :func:`import_requests` asks of its driver (``Store`` / ``AsyncStore``): ``("read", Statement)``
 # is answered with the records; ``("write", make_steps)`` runs ``make_steps()`` as one write
-# transaction and is answered with its result; ``("undo", tenants)`` removes what was imported
-# into ``tenants`` (``UNDO``). A failed request is thrown back into the generator.
+# transaction and is answered with its result; ``("undo", tenants)`` runs ``UNDO`` for each tenant
+# (its own transactions). A failed request is thrown back into the generator.
 ImportRequest = tuple[str, object]
+Requests = Generator[ImportRequest, object, T]
 
 
-def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
-                    chunk_size: int = DEFAULT_CHUNK,
-                    on_progress: Callable[[int, int], None] | None = None,
-                    ) -> Generator[ImportRequest, object, ImportResult]:
-    """The whole import (see the module docstring) as requests to a driver, so that the sync and
-    the async store run the same plan, checks, chunks and undo."""
-    steps = plan_steps(deltas, schema, chunk_size)
+def _reads(steps: Generator[Statement, Records, T]) -> Requests[T]:
     try:
         statement = next(steps)
         while True:
             statement = steps.send((yield ("read", statement)))  # type: ignore[arg-type]
     except StopIteration as stop:
-        plan: ImportPlan = stop.value
-    outcomes = Outcomes(plan.total)
-    if not plan.chunk_count:
-        return ImportResult(outcomes)
-    occupied = yield ("read", Statement(OCCUPIED, {"tenants": list(plan.tenants)}))
-    error = occupied_error(occupied)  # type: ignore[arg-type]
-    if error is not None:
-        raise error
-    done = 0
+        return stop.value
+
+
+def _one(statement: Statement) -> Generator[Statement, Records, Records]:
+    records = yield statement
+    return records
+
+
+def _write(statement: Statement) -> Requests[Records]:
+    records = yield ("write", lambda: _one(statement))
+    return records  # type: ignore[return-value]
+
+
+def _undo(run: str, tenants: Sequence[str], clock: Callable[[], datetime]) -> Requests[None]:
+    yield from _write(Statement(MARK_UNDOING, {"tenants": list(tenants), "run": run, "now": clock()}))
+    yield ("undo", tuple(tenants))
+
+
+def _state(checked: CheckedStream) -> Requests[list[Mapping[str, Any]]]:
+    """``TENANT_STATE`` of the target tenants and of the other tenants of their unfinished runs."""
+    records: list[Mapping[str, Any]] = yield ("read", Statement(TENANT_STATE, {"tenants": list(checked.tenants)}))
+    others = {t for r in records for run in r["runs"] for t in run["tenants"]} - set(checked.tenants)
+    if others:
+        records += yield ("read", Statement(TENANT_STATE, {"tenants": sorted(others)}))
+    return records
+
+
+def _start(plan: ImportPlan, chunk_size: int, clock: Callable[[], datetime]) -> Requests[dict[str, Any]]:
+    run = {"id": "import-" + os.urandom(8).hex(), "chunks_done": 0, "deltas_done": 0,
+           "outcome_names": [], "outcome_counts": []}
     try:
-        for chunk in plan.chunks():
+        yield from _write(Statement(START_RUN, {
+            "tenants": list(plan.tenants), "run": run["id"], "fingerprint": plan.fingerprint,
+            "chunks": plan.chunk_count, "deltas": plan.total, "chunk_size": chunk_size, "now": clock()}))
+    except Conflict as exc:  # the uniqueness of an unfinished run per tenant
+        raise Conflict(
+            f"another import_history into tenant(s) {_names(plan.tenants)} started at the same time; "
+            "this one wrote nothing: let that one finish"
+        ) from exc
+    return run
+
+
+def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
+                    chunk_size: int = DEFAULT_CHUNK,
+                    on_progress: Callable[[int, int], None] | None = None,
+                    on_unfinished: OnUnfinished = "resume",
+                    ) -> Generator[ImportRequest, object, ImportResult]:
+    """The whole import (see the module docstring) as requests to a driver, so that the sync and
+    the async store run the same plan, checks, run record, chunks and undo."""
+    check_on_unfinished(on_unfinished)
+    checked = yield from _reads(check_steps(deltas, schema, chunk_size))
+    if not checked.total:
+        return ImportResult(Outcomes(0))
+    decision = decide(checked.fingerprint, checked.tenants, (yield from _state(checked)), on_unfinished)
+    for undone, tenants in decision.undo:
+        yield from _undo(undone["id"], tenants, clock)
+    run = decision.resume
+    plan = checked.pack(run["chunk_size"] if run else chunk_size)
+    del checked
+    if run is None:
+        run = yield from _start(plan, chunk_size, clock)
+    first = run["chunks_done"]
+    outcomes = Outcomes(plan.total)
+    done = plan.bounds[first]
+    if done:
+        outcomes.fill((plan.order[i] for i in range(done)), EARLIER)
+    earlier = tallies = dict(zip(run["outcome_names"], run["outcome_counts"]))
+    try:
+        for number, chunk in enumerate(plan.chunks(first), start=first):
             ready = prepare_all(deltas, chunk, schema)
-            batch = yield ("write", lambda: chunk_steps(ready, schema, clock))
-            outcomes.record(batch.results)  # type: ignore[attr-defined]
-            done += len(chunk)
+            step = RunStep(run["id"], plan.tenants, number, done + len(chunk), tallies)
+            batch, tallies = yield ("write", lambda: chunk_steps(ready, schema, clock, step))  # type: ignore[misc]
+            outcomes.record(batch.results)
+            done = step.deltas_done
             del ready
             if on_progress is not None:
                 on_progress(done, plan.total)
-    except GeneratorExit:
+        finished = yield from _write(Statement(FINISH_RUN, {"tenants": list(plan.tenants), "run": run["id"],
+                                                            "now": clock()}))
+        if finished[0]["finished"] != len(plan.tenants):
+            raise RunTakenOver(f"import run {run['id']!r} into tenant(s) {_names(plan.tenants)} was finished or "
+                               "undone by another process meanwhile: nothing was changed here")
+    except (GeneratorExit, RunTakenOver):
         raise
     except BaseException:  # an interrupt too: the tenants are left as empty as they were
-        if done:
-            yield ("undo", plan.tenants)
+        yield from _undo(run["id"], plan.tenants, clock)
         raise
-    return ImportResult(outcomes)
+    resumed = first if decision.resume is not None else None
+    return ImportResult(outcomes, run["id"], plan.chunk_count, resumed, earlier if resumed is not None else {},
+                        tuple(r["id"] for r, _ in decision.undo))
 
 
-__all__ = ["DEFAULT_CHUNK", "ImportPlan", "ImportResult", "MERGE_MENTIONS", "MISSING_EPISODES", "OCCUPIED",
-           "Outcomes", "UNDO", "check_chunk_size", "chunk_steps", "import_requests", "missing_error", "occupied_error",
-           "plan_steps", "prepare_all"]
+__all__ = ["DEFAULT_CHUNK", "EARLIER", "ON_UNFINISHED", "UNDO", "CheckedStream", "Decision", "Fingerprint",
+           "ImportPlan", "ImportResult", "Outcomes", "RunStep", "RunTakenOver", "check_chunk_size",
+           "check_on_unfinished", "check_steps", "chunk_steps", "decide", "import_requests", "missing_error",
+           "occupied_error", "plan_steps", "prepare_all", "touched_error"]

@@ -87,13 +87,26 @@ SCHEMA_MIGRATIONS = Migration(
     ),
 )
 
+# Bulk import runs (graph/bulk.py): found by tenant; ``active`` is set only while a run is
+# unfinished, so at most one import at a time runs into a tenant.
+IMPORT_RUNS = Migration(
+    "0006-import-runs",
+    (
+        "CREATE INDEX sgam_import_run_tenant IF NOT EXISTS FOR (r:ImportRun) ON (r.tenant_id)",
+        "CREATE CONSTRAINT sgam_import_run_active IF NOT EXISTS "
+        "FOR (r:ImportRun) REQUIRE (r.tenant_id, r.active) IS UNIQUE",
+    ),
+)
+
 # The change-point model (docs/temporal-semantics.md): one ledger of statements per slot. Slots
 # written before it have none; the write path rebuilds one from their believed rows on first touch.
+# The tenant index serves deleting a tenant's ledgers (an import's undo, delete_tenant).
 LEDGER = Migration(
-    "0006-ledger",
+    "0007-ledger",
     (
         "CREATE CONSTRAINT sgam_ledger_slot IF NOT EXISTS "
         "FOR (l:Ledger) REQUIRE (l.tenant_id, l.subject, l.attribute) IS UNIQUE",
+        "CREATE INDEX sgam_ledger_tenant IF NOT EXISTS FOR (l:Ledger) ON (l.tenant_id)",
     ),
 )
 
@@ -135,7 +148,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS, LEDGER]
+            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

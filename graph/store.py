@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from .bulk import DEFAULT_CHUNK, UNDO, ImportResult, import_requests
+from .bulk import DEFAULT_CHUNK, UNDO, ImportResult, OnUnfinished, import_requests
 from .episodes import Recorded, record_steps
 from .evolution import (
     DEFAULT_BATCH as MIGRATION_BATCH,
@@ -55,8 +55,7 @@ INDEX_TIMEOUT_S = 300
 DELETE_TENANT = (
     "MATCH (:Entity {tenant_id: $tenant})-[f]->() CALL (f) { DELETE f } IN TRANSACTIONS OF 10000 ROWS",
     *(f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine",
-                    "Ledger")),
+      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger")),
 )
 
 
@@ -345,15 +344,18 @@ class Store(_Base):
         return self._write(self._batch(deltas, atomic))
 
     def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
-                       on_progress: Callable[[int, int], None] | None = None) -> ImportResult:
+                       on_progress: Callable[[int, int], None] | None = None,
+                       on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """Load a whole history into tenants without entities, in chunks of whole subjects
         (see ``bulk``); on a failure the imported part is removed again and the error raised.
 
-        ``deltas`` is read twice by index (validation, then chunk by chunk) and never copied, so a
-        lazy sequence that builds each delta on access keeps memory bounded. ``on_progress(done,
-        total)`` is called after each chunk with counts of deltas.
+        An import interrupted by a crash is found by the next one: ``on_unfinished="resume"``
+        continues it when the stream is the same (and refuses a different one), ``"undo"``
+        removes it first. ``deltas`` is read twice by index (validation, then chunk by chunk) and
+        never copied, so a lazy sequence that builds each delta on access keeps memory bounded.
+        ``on_progress(done, total)`` is called after each chunk with counts of deltas.
         """
-        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress)
+        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress, on_unfinished)
         try:
             request = next(requests)
             while True:
@@ -429,9 +431,10 @@ class AsyncStore(_Base):
         return await self._write(self._batch(deltas, atomic))
 
     async def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
-                             on_progress: Callable[[int, int], None] | None = None) -> ImportResult:
-        """The async twin of :meth:`Store.import_history` (the same plan and chunk transactions)."""
-        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress)
+                             on_progress: Callable[[int, int], None] | None = None,
+                             on_unfinished: OnUnfinished = "resume") -> ImportResult:
+        """The async twin of :meth:`Store.import_history` (the same plan, run record and chunks)."""
+        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress, on_unfinished)
         try:
             request = next(requests)
             while True:

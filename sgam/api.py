@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from sgam.graph.bulk import DEFAULT_CHUNK
+from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
 from sgam.graph.errors import InvalidDelta, validation_problems
 from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.forget import ForgetReport
@@ -369,7 +369,7 @@ class MemoryGraph(_Queries):
             return _merge(done for lane in pool.map(run, lanes) for done in lane)
 
     def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
-                       on_progress: Any = None) -> BatchResult:
+                       on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """Load a whole history into tenants that hold no entities yet, faster than
         :meth:`write_many` for a big backlog and with the same result (the same reconciliation,
         in transactions of whole subjects of about ``chunk_size`` deltas).
@@ -379,6 +379,13 @@ class MemoryGraph(_Queries):
         fails midway, what was imported is removed again. Record the episodes first.
         ``on_progress(done, total)`` is called after each chunk.
 
+        The import records itself as it goes (an ``ImportRun`` node per tenant), so one stopped by
+        a crash or a kill is found by the next call into its tenants. ``on_unfinished="resume"``
+        (the default) continues it after its last committed chunk when ``deltas`` is the same
+        stream (``result.resumed_from`` says from which chunk), and refuses a different stream
+        with :class:`~sgam.graph.errors.Conflict`; ``on_unfinished="undo"`` first removes what
+        the unfinished import wrote (``result.undone``), then imports ``deltas`` from the start.
+
         Memory stays bounded when ``deltas`` is a ``Sequence`` that builds each delta on access
         (it is read twice by index, never copied); any other iterable is made a list first. The
         result holds one outcome per delta (``results[i].outcome``, ``count``, ``written``), not
@@ -386,7 +393,7 @@ class MemoryGraph(_Queries):
         """
         if not isinstance(deltas, Sequence):
             deltas = list(deltas)
-        return self.store.import_history(deltas, chunk_size, on_progress)
+        return self.store.import_history(deltas, chunk_size, on_progress, on_unfinished)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -569,11 +576,11 @@ class AsyncMemoryGraph(_Queries):
         return _merge(item for lane in done for item in lane)
 
     async def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
-                             on_progress: Any = None) -> BatchResult:
+                             on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """See :meth:`MemoryGraph.import_history`."""
         if not isinstance(deltas, Sequence):
             deltas = list(deltas)
-        return await self.store.import_history(deltas, chunk_size, on_progress)
+        return await self.store.import_history(deltas, chunk_size, on_progress, on_unfinished)
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         return await self.store.read(*self._bound(name, params))

@@ -1,0 +1,133 @@
+"""What an import does about an unfinished one in its tenants (``bulk.decide``), and the stream
+fingerprint that tells a re-run of the same stream from a different one (no Neo4j)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sgam.graph import Conflict, MemoryDelta, default_schema
+from sgam.graph.bulk import Decision, check_steps, decide
+
+AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
+SCHEMA = default_schema()
+
+
+def _record(tenant: str, *runs: dict[str, Any], entities: bool = False, tombstones: bool = False,
+            later: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"tenant": tenant, "entities": entities, "tombstones": tombstones, "runs": list(runs),
+            "later": list(later)}
+
+
+def _run(fingerprint: str = "100:aa", run_id: str = "import-1", status: str = "running",
+         tenants: tuple[str, ...] = ("t",)) -> dict[str, Any]:
+    return {"id": run_id, "fingerprint": fingerprint, "status": status, "tenants": list(tenants),
+            "chunks": 10, "chunks_done": 3, "deltas": 100, "deltas_done": 30, "chunk_size": 10,
+            "outcome_names": ["created"], "outcome_counts": [30], "started_at": "2026-05-01T10:00:00Z"}
+
+
+def test_empty_tenants_start_afresh_and_occupied_ones_are_refused() -> None:
+    assert decide("100:aa", ["t", "u"], [_record("t"), _record("u")], "resume") == Decision()
+    for busy in (_record("u", entities=True), _record("u", tombstones=True)):
+        with pytest.raises(Conflict, match="'u' already hold entities or facts.*write_many"):
+            decide("100:aa", ["t", "u"], [_record("t"), busy], "undo")
+
+
+def test_the_same_stream_resumes_and_a_different_one_is_refused_naming_the_choice() -> None:
+    run = _run()
+    assert decide("100:aa", ["t"], [_record("t", run, entities=True)], "resume") == Decision(resume=run)
+    with pytest.raises(Conflict) as refused:
+        decide("50:bb", ["t"], [_record("t", run, entities=True)], "resume")
+    message = str(refused.value)
+    for part in ("'t'", "'import-1'", "started 2026-05-01T10:00:00Z", "3 of 10 chunks", "30 of 100 deltas",
+                 "different stream", "(50 deltas", "re-run import_history with that run's stream",
+                 "on_unfinished='undo'", "episodes stay"):
+        assert part in message, (part, message)
+
+
+def test_undo_removes_the_unfinished_run_whatever_the_stream() -> None:
+    run = _run()
+    for fingerprint in ("100:aa", "50:bb"):
+        decision = decide(fingerprint, ["t"], [_record("t", run, entities=True)], "undo")
+        assert decision == Decision(undo=((run, ("t",)),))
+
+
+def test_a_run_being_undone_is_undone_to_the_end_even_for_the_same_stream() -> None:
+    run = _run(status="undoing")
+    assert decide("100:aa", ["t"], [_record("t", run, entities=True)], "resume") == \
+        Decision(undo=((run, ("t",)),))
+
+
+def test_a_tenant_written_to_after_the_run_stopped_is_refused_either_way() -> None:
+    run = _run()
+    for option in ("resume", "undo"):
+        with pytest.raises(Conflict, match="'t'.*'import-1'.*'p-9' were written later.*neither is done.*"
+                                           "delete_tenant"):
+            decide("100:aa", ["t"], [_record("t", run, entities=True, later=("p-9",))], option)  # type: ignore[arg-type]
+        with pytest.raises(Conflict, match="'t'.*'import-1'.*forgotten"):
+            decide("100:aa", ["t"], [_record("t", run, entities=True, tombstones=True)], option)  # type: ignore[arg-type]
+
+
+def test_a_run_over_several_tenants_resumes_only_where_every_marker_is_left() -> None:
+    run = _run(tenants=("t", "u"))
+    both = [_record("t", run, entities=True), _record("u", run, entities=True)]
+    assert decide("100:aa", ["t", "u"], both, "resume") == Decision(resume=run)
+    # the stream of tenant t only, while the run also wrote into u (read as the run's other tenant)
+    with pytest.raises(Conflict, match="different stream"):
+        decide("60:cc", ["t"], both, "resume")
+    assert decide("60:cc", ["t"], both, "undo") == Decision(undo=((run, ("t", "u")),))
+    # u was deleted since: its marker is gone, so the run cannot resume, and an undo leaves u alone
+    gone = [_record("t", run, entities=True), _record("u")]
+    with pytest.raises(Conflict, match="marker is gone from tenant\\(s\\) 'u'"):
+        decide("100:aa", ["t", "u"], gone, "resume")
+    assert decide("100:aa", ["t", "u"], gone, "undo") == Decision(undo=((run, ("t",)),))
+
+
+def test_two_unfinished_runs_are_not_guessed_between() -> None:
+    first, second = _run(), _run("100:aa", "import-2")
+    with pytest.raises(Conflict, match="other unfinished run.*'import-2'"):
+        decide("100:aa", ["t"], [_record("t", first, second, entities=True)], "resume")
+
+
+# A stream as (subject, attribute, value, day, episode, confidence); its identity by the
+# documented definition of a statement (tenant, subject, attribute, op, value, valid_from,
+# episode), confidence left out.
+_ITEM = st.tuples(st.sampled_from(["p-1", "p-2", "p-3"]),
+                  st.sampled_from([("email", "a@b.c"), ("email", "x@y.z"), ("home_city", "Oslo")]),
+                  st.integers(0, 3), st.sampled_from(["ep-1", "ep-2"]), st.sampled_from([0.5, 1.0]))
+
+
+def _deltas(items: list[tuple]) -> list[MemoryDelta]:
+    return [MemoryDelta(tenant_id="t", subject=subject, attribute=attribute, value=value,
+                        valid_from=AT + timedelta(days=day), source_episode_id=episode, confidence=confidence,
+                        subject_type="Person")
+            for subject, (attribute, value), day, episode, confidence in items]
+
+
+def _fingerprint(items: list[tuple], chunk_size: int) -> str:
+    steps = check_steps(_deltas(items), SCHEMA, chunk_size)
+    try:
+        next(steps)
+        while True:
+            steps.send([])  # every episode is recorded
+    except StopIteration as stop:
+        return stop.value.fingerprint
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_ITEM, min_size=1, max_size=12), st.lists(_ITEM, min_size=1, max_size=12),
+       st.integers(1, 5), st.integers(1, 5))
+def test_the_fingerprint_is_the_same_exactly_for_the_same_statements_in_the_same_order(
+        first: list[tuple], second: list[tuple], size_a: int, size_b: int) -> None:
+    def identity(items: list[tuple]) -> list[tuple]:
+        return [item[:4] for item in items]
+
+    assert _fingerprint(first, size_a) == _fingerprint(first, size_b)  # not the chunking
+    assert _fingerprint(first, size_a).startswith(f"{len(first)}:")
+    assert (_fingerprint(first, size_a) == _fingerprint(second, size_b)) == (identity(first) == identity(second))
+    if identity(first) != identity(first[::-1]):  # the order counts: chunks are packed in it
+        assert _fingerprint(first, size_a) != _fingerprint(first[::-1], size_a)
