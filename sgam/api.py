@@ -59,7 +59,8 @@ Instant = datetime | date | str
 
 # memory_id is unique per relationship type (graph/migrations.py), so naming every fact type of the
 # schema turns "which subject holds this memory_id" into one unique-index seek per type.
-SUBJECT_OF = "MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.tenant_id = $tenant RETURN s.id AS subject"
+SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.tenant_id = $tenant "
+              "RETURN s.id AS subject")
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ class _Queries:
         return {**self._slot(tenant, subject, attribute, principal), "current_only": current_only}
 
     def _provenance_params(self, tenant: str, ids: tuple[str, ...], memory_id: str | None,
-                    subject: str | None, principal: str | None) -> dict[str, Any]:
+                           subject: str | None, principal: str | None) -> dict[str, Any]:
         """The provenance query's parameters from ``(memory_id)``, ``(subject, memory_id)`` (the
         older form) or keywords."""
         given = list(ids)
@@ -216,9 +217,10 @@ class _Queries:
         if given and subject is None:
             subject = given.pop()
         if given or not isinstance(memory_id, str):
-            raise InvalidDelta("provenance takes (tenant, memory_id) or (tenant, subject, memory_id), "
-                               f"got {len(ids) + 1} positional arguments"
-                               + (" and no memory_id" if memory_id is None else ""))
+            raise InvalidDelta("provenance takes (tenant, memory_id) or (tenant, subject, memory_id); "
+                               f"got {len(ids)} id(s) after the tenant"
+                               + (" and no memory_id" if memory_id is None else "")
+                               + (f" and subject={subject!r}" if subject is not None and ids else ""))
         return {"tenant": self._tenant(tenant), "subject": subject, "memory_id": memory_id,
                 "principal": self._principal(principal)}
 
@@ -250,15 +252,15 @@ def optional_instant(value: Instant | None, name: str) -> datetime | None:
     return None if value is None else instant_arg(value, name)
 
 
-def renamed(new: Any, old: Any, where: str, old_name: str = "as_of", new_name: str = "valid_at") -> Any:
-    """The value of a renamed keyword argument: ``new``, or the deprecated ``old`` with a warning."""
-    if old is None:
-        return new
-    if new is not None:
-        raise InvalidDelta(f"{where}: give {new_name} only ({old_name} is its deprecated old name)")
-    warnings.warn(f"{where}({old_name}=...) is deprecated; use {new_name}=... (the same instant, valid time)",
+def renamed(valid_at: Instant | None, as_of: Instant | None, where: str) -> Instant | None:
+    """``valid_at``, or its deprecated old name ``as_of`` with a warning (``where`` names the call)."""
+    if as_of is None:
+        return valid_at
+    if valid_at is not None:
+        raise InvalidDelta(f"{where}: give valid_at only (as_of is its deprecated old name)")
+    warnings.warn(f"{where}(as_of=...) is deprecated; use valid_at=... (the same instant, valid time)",
                   DeprecationWarning, stacklevel=3)
-    return old
+    return as_of
 
 
 def _connection(uri: str | None, auth: tuple[str, str] | None,

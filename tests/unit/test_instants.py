@@ -59,13 +59,15 @@ def test_text_that_is_no_instant_names_the_argument_and_shows_one(text: str) -> 
 
 @pytest.mark.parametrize("value", [20260602, 1.5, None, ["2026-06-02"]])
 def test_other_types_are_refused(value: object) -> None:
-    with pytest.raises(SgamError, match=rf"^valid_at must be a datetime or an ISO 8601 string, not {type(value).__name__}"):
+    expected = rf"^valid_at must be a datetime or an ISO 8601 string, not {type(value).__name__}"
+    with pytest.raises(SgamError, match=expected):
         instant_arg(value, "valid_at")  # type: ignore[arg-type]
 
 
 def test_named_queries_read_times_and_flags_by_the_same_rule() -> None:
     as_of = load_queries()["as-of"]
-    bound = as_of.bind({"tenant": "t", "subject": "s", "valid_at": "2026-06-02", "known_at": "2026-06-01T14:00:00+02:00"})
+    bound = as_of.bind({"tenant": "t", "subject": "s", "valid_at": "2026-06-02",
+                        "known_at": "2026-06-01T14:00:00+02:00"})
     assert (bound["valid_at"], bound["known_at"]) == (datetime(2026, 6, 2, tzinfo=timezone.utc),
                                                       datetime(2026, 6, 1, 12, tzinfo=timezone.utc))
     with pytest.raises(InvalidDelta, match=r"parameter 'valid_at' must be datetime .* has no timezone"):
