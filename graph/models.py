@@ -46,6 +46,39 @@ def require_aware(value: datetime, field: str) -> datetime:
     return value.astimezone(timezone.utc)
 
 
+INSTANT_EXAMPLE = "e.g. '2026-06-02T12:00:00Z', or a date alone, '2026-06-02' (midnight UTC)"
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+
+
+def parse_instant(value: datetime | date | str, field: str = "instant") -> datetime:
+    """An instant in UTC from what a caller gives: the one rule for the API, the CLI and the
+    named queries.
+
+    An aware ``datetime`` or an ISO 8601 string with a timezone (``2026-06-02T12:00:00Z``); a date
+    alone (``2026-06-02`` or a :class:`~datetime.date`) is midnight UTC of that day. A time without
+    a zone is refused, as :func:`require_aware` refuses naive datetimes: the zone is never guessed.
+    Raises :class:`ValueError` naming ``field`` (callers turn it into their own error).
+    """
+    if isinstance(value, datetime):
+        return require_aware(value, field)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a datetime or an ISO 8601 string, not {type(value).__name__} "
+                         f"{value!r}; {INSTANT_EXAMPLE}")
+    text = value.strip()
+    try:
+        if _DATE_ONLY.match(text):
+            return parse_instant(date.fromisoformat(text), field)
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{field} {value!r} is not an ISO 8601 instant; {INSTANT_EXAMPLE}") from None
+    if parsed.tzinfo is None or parsed.tzinfo.utcoffset(parsed) is None:
+        raise ValueError(f"{field} {value!r} has no timezone; add one ({text}Z for UTC), or give a "
+                         f"date alone for midnight UTC")
+    return parsed.astimezone(timezone.utc)
+
+
 def check_tenant(value: str) -> str:
     """Validate a tenant id: 1-64 characters of letters, digits, '_' and '-'."""
     if not isinstance(value, str) or not _TENANT_RE.match(value):

@@ -26,10 +26,9 @@ and reconciled later by the pipeline, as for every extractor.
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -43,7 +42,7 @@ from pydantic import (
 )
 
 from sgam.graph.errors import ExtractionError, SgamError
-from sgam.graph.models import Episode, Op
+from sgam.graph.models import Episode, Op, parse_instant
 from sgam.graph.schema import Schema
 
 Decision = Literal["new", "change", "correction", "same", "not_memorable"]
@@ -108,13 +107,13 @@ class DeltaProposal(_Strict):
     @classmethod
     def _instant(cls, value: str | None) -> str | None:
         if value is not None:
-            parse_instant(value)
+            parse_instant(value, "valid_from")
         return value
 
     @property
     def valid_from_instant(self) -> datetime | None:
         """``valid_from`` as an aware datetime (a bare date is midnight UTC), or ``None``."""
-        return None if self.valid_from is None else parse_instant(self.valid_from)
+        return None if self.valid_from is None else parse_instant(self.valid_from, "valid_from")
 
 
 class CandidateReasoning(_Strict):
@@ -278,22 +277,6 @@ def response_format(schema: Schema) -> dict[str, Any]:
 
 
 # -- checking a model's answer -------------------------------------------------------------
-
-
-def parse_instant(text: str) -> datetime:
-    """An ISO 8601 date (midnight UTC) or timezone-aware datetime; naive datetimes are refused."""
-    if not isinstance(text, str):
-        raise ValueError(f"{text!r} is not an ISO 8601 date or datetime")
-    text = text.strip()
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        return datetime.combine(date.fromisoformat(text), time(), tzinfo=timezone.utc)
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 date or datetime") from None
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        raise ValueError(f"{text!r} has no timezone; give one, e.g. a trailing Z")
-    return value.astimezone(timezone.utc)
 
 
 def _fold(text: str) -> str:

@@ -2,7 +2,7 @@
 
 :func:`context_steps` reads, in order (DESIGN.md, "Read path"):
 
-1. the **exact** state: the facts valid at the asked instant (now, or ``as_of``) and believed now,
+1. the **exact** state: the facts valid at the asked instant (now, or ``valid_at``) and believed now,
    for the subjects (given, or found by name in the question) and the attributes in play (given, or
    the ones the question names; all of the subjects' attributes when it names none);
 2. **expansion**, only for supplementary evidence: vector kNN from the question over episode text,
@@ -489,7 +489,7 @@ def _check_vector(vector: Any) -> list[float]:
 
 
 def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
-                  attributes: str | Sequence[str] | None = None, as_of: datetime | None = None,
+                  attributes: str | Sequence[str] | None = None, valid_at: datetime | None = None,
                   now: datetime, budget_tokens: int = 800, expand: bool | None = None,
                   embedder: Embedder | None = None, question_vector: Sequence[float] | None = None,
                   schema: Schema | None = None, k: int = 8, min_score: float = 0.6, principal: str | None = None,
@@ -507,7 +507,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     """
     try:
         tenant = check_tenant(tenant)
-        instant = require_aware(as_of, "as_of") if as_of is not None else now
+        instant = require_aware(valid_at, "valid_at") if valid_at is not None else now
     except ValueError as exc:
         raise InvalidDelta(str(exc)) from None
     if not isinstance(question, str) or not question.strip():
@@ -605,7 +605,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
             found.stated = classify_statements(rows, single)
 
     evidence = build_evidence(found, exact_ids, {(f.subject, f.attribute) for f in exact}, subject_list)
-    return assemble(tenant=tenant, question=question, as_of=instant, current=as_of is None,
+    return assemble(tenant=tenant, question=question, as_of=instant, current=valid_at is None,
                     subjects=subject_list, attributes=in_play if every else wanted, facts=exact,
                     evidence=evidence, budget_tokens=budget_tokens, notes=notes,
                     count_tokens=count_tokens)

@@ -25,8 +25,9 @@ one tenant and only reads.
 * **Neo4j Browser**: paste the example `:param` line, then the Cypher (or import the favourites
   from `sgam browser export`).
 * **CLI**: `sgam query NAME -t TENANT -p key=value ...` prints a table (`--json` for JSON,
-  `--print` shows the Cypher). Dates alone (`2026-06-02`) mean midnight UTC; lists are
-  comma-separated; `null` leaves an optional parameter out. The CLI runs queries in READ access
+  `--print` shows the Cypher). Instants are ISO 8601 with a timezone; a date alone (`2026-06-02`)
+  means midnight UTC; bools are `true` or `false`; lists are comma-separated; `null` leaves an
+  optional parameter out. The CLI runs queries in READ access
   mode, so the server refuses any write.
 * **Python**: `MemoryGraph.query(NAME, **params)` returns the rows as dicts.
 

@@ -1,10 +1,11 @@
 // name: history
-// doc: Every stored version of a subject's facts, retired ones included, with supersession links.
+// doc: Every stored version of a subject's facts, retired ones included (or, with current_only, only the ones believed now), with supersession links.
 // param: tenant string  the tenant id
 // param: subject string  the entity id
 // param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
+// param: current_only bool?  true = only the rows believed now (expired_at IS NULL): the valid-time versions we hold today; null or false = retired rows too
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', principal: null}
+// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', current_only: null, principal: null}
 WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
        WHERE m.status <> 'done' OR m.dual_read_until > datetime()
        UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
@@ -12,6 +13,7 @@ WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigratio
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute OR f.attribute IN aliases)
+  AND (NOT coalesce($current_only, false) OR f.expired_at IS NULL)
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 RETURN f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.recorded_at AS recorded_at, f.expired_at AS expired_at,

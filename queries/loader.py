@@ -19,16 +19,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from sgam.graph.errors import InvalidDelta, NotFound
-from sgam.graph.models import require_aware
+from sgam.graph.models import parse_instant
 
-TYPES = ("string", "datetime", "int", "float", "list", "vector")
+TYPES = ("string", "datetime", "int", "float", "bool", "list", "vector")
 _HEADER = re.compile(r"^//\s*(name|doc|param|example):\s*(.*)$")
 _KIND = re.compile(r"^([a-z]+)(?:\[(-?[0-9.]+)?\.\.(-?[0-9.]+)?\])?(\??)$")
 
@@ -64,8 +63,10 @@ class NamedQuery:
     def bind(self, values: dict[str, Any]) -> dict[str, Any]:
         """Check ``values`` against the declared parameters and convert them to their types.
 
-        Strings are accepted for every type (as the CLI passes them): ISO 8601 for datetimes,
-        comma-separated for lists, ``null`` for an absent optional value.
+        Strings are accepted for every type (as the CLI passes them): ISO 8601 for datetimes (a
+        date alone is midnight UTC, a time without a zone is refused; see
+        :func:`~sgam.graph.models.parse_instant`), true/false for bools, comma-separated for lists,
+        ``null`` for an absent optional value.
         """
         known = {p.name: p for p in self.params}
         unknown = sorted(set(values) - set(known))
@@ -97,22 +98,21 @@ def _num(bound: float | None) -> str:
     return str(int(bound)) if float(bound).is_integer() else str(bound)
 
 
-def parse_instant(text: str) -> datetime:
-    """An ISO 8601 instant; a date alone (``2026-06-02``) means midnight UTC of that day."""
-    text = text.strip().replace("Z", "+00:00")
-    if len(text) == 10:
-        text += "T00:00:00+00:00"
-    return datetime.fromisoformat(text)
+def _flag(value: Any) -> bool:
+    """A bool, or the CLI's spelling of one (true/false, yes/no, 1/0)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0"):
+        return value.strip().lower() in ("true", "yes", "1")
+    raise ValueError("not true or false")
 
 
 def _convert(query: str, param: QueryParam, value: Any) -> Any:
     try:
         if param.type == "datetime":
-            if isinstance(value, str):
-                value = parse_instant(value)
-            if not isinstance(value, datetime):
-                raise TypeError(type(value).__name__)
-            return require_aware(value, param.name)
+            return parse_instant(value, param.name)
+        if param.type == "bool":
+            return _flag(value)
         if param.type in ("int", "float"):
             if isinstance(value, bool):
                 raise TypeError("bool")

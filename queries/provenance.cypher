@@ -1,13 +1,22 @@
 // name: provenance
 // doc: Where a fact version came from: its episode and speaker, what it superseded and what superseded or revised it.
 // param: tenant string  the tenant id
-// param: subject string  the entity the fact is about
+// param: subject string?  the entity the fact is about; null = any (the tenant's facts are scanned for memory_id: give the subject on a big tenant)
 // param: memory_id string  the fact version (from current, as-of or history)
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', memory_id: 'm-...', principal: null}
-MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()
-WHERE f.memory_id = $memory_id
-  AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
+// example: :param {tenant: 'demo', subject: null, memory_id: 'm-...', principal: null}
+// Two branches so that a given subject is an index seek and only a missing one scans the tenant.
+CALL () {
+  MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()
+  WHERE f.memory_id = $memory_id
+  RETURN s, f
+  UNION
+  WITH 1 AS scan WHERE $subject IS NULL
+  MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+  WHERE f.memory_id = $memory_id
+  RETURN s, f
+}
+WITH s, f WHERE f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to
 OPTIONAL MATCH (ep:Episode {tenant_id: $tenant, id: f.source_episode_id})
   WHERE (ep.visible_to IS NULL OR $principal = '*' OR $principal IN ep.visible_to)
 CALL (s, f) {

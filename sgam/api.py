@@ -7,11 +7,12 @@ agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the
 from __future__ import annotations
 
 import asyncio
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,9 +24,9 @@ from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.forget import ForgetReport
 from sgam.graph.retention import PurgeReport
 from sgam.graph.models import (
-    Cardinality, Episode, Fact, MemoryDelta, Op, check_principal, check_tenant, require_aware, utcnow,
+    Cardinality, Episode, Fact, MemoryDelta, Op, check_principal, check_tenant, parse_instant, utcnow,
 )
-from sgam.graph.schema import Schema, default_schema, load_schema
+from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
 from sgam.graph.store import AsyncStore, Clock, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
@@ -53,6 +54,13 @@ DEFAULT_BATCH = 2000
 DEFAULT_WORKERS = 1
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
+Instant = datetime | date | str
+"""A time argument: an aware datetime, an ISO 8601 string with a zone, or a date (midnight UTC)."""
+
+# memory_id is unique per relationship type (graph/migrations.py), so naming every fact type of the
+# schema turns "which subject holds this memory_id" into one unique-index seek per type.
+SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.tenant_id = $tenant "
+              "RETURN s.id AS subject")
 
 
 @dataclass(frozen=True)
@@ -181,19 +189,45 @@ class _Queries:
         return {"tenant": self._tenant(tenant), "single_valued": single}
 
     def _as_of(self, tenant: str, subject: str, attribute: str | None,
-               valid_at: datetime, known_at: datetime | None, principal: str | None,
+               valid_at: Instant, known_at: Instant | None, principal: str | None,
                include_candidates: bool = False) -> dict[str, Any]:
         return {**self._slot(tenant, subject, attribute, principal), **self._statuses(include_candidates),
-                "valid_at": require_aware_arg(valid_at, "valid_at"),
-                "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
+                "valid_at": instant_arg(valid_at, "valid_at"),
+                "known_at": optional_instant(known_at, "known_at")}
 
     def _traverse(self, tenant: str, subject: str, relations: Sequence[str],
-                  valid_at: datetime | None, known_at: datetime | None,
+                  valid_at: Instant | None, known_at: Instant | None,
                   principal: str | None) -> dict[str, Any]:
         return {"tenant": self._tenant(tenant), "subject": subject, "relations": list(relations),
                 "principal": self._principal(principal),
-                "valid_at": require_aware_arg(valid_at or self.clock(), "valid_at"),
-                "known_at": None if known_at is None else require_aware_arg(known_at, "known_at")}
+                "valid_at": instant_arg(self.clock() if valid_at is None else valid_at, "valid_at"),
+                "known_at": optional_instant(known_at, "known_at")}
+
+    def _history(self, tenant: str, subject: str, attribute: str | None, current_only: bool,
+                 principal: str | None) -> dict[str, Any]:
+        return {**self._slot(tenant, subject, attribute, principal), "current_only": current_only}
+
+    def _provenance_params(self, tenant: str, ids: tuple[str, ...], memory_id: str | None,
+                           subject: str | None, principal: str | None) -> dict[str, Any]:
+        """The provenance query's parameters from ``(memory_id)``, ``(subject, memory_id)`` (the
+        older form) or keywords."""
+        given = list(ids)
+        if memory_id is None and given:
+            memory_id = given.pop()
+        if given and subject is None:
+            subject = given.pop()
+        if given or not isinstance(memory_id, str):
+            raise InvalidDelta("provenance takes (tenant, memory_id) or (tenant, subject, memory_id); "
+                               f"got {len(ids)} id(s) after the tenant"
+                               + (" and no memory_id" if memory_id is None else "")
+                               + (f" and subject={subject!r}" if subject is not None and ids else ""))
+        return {"tenant": self._tenant(tenant), "subject": subject, "memory_id": memory_id,
+                "principal": self._principal(principal)}
+
+    def _subject_of(self, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The statement that finds the subject of ``params["memory_id"]`` through the schema's types."""
+        types = "|".join(quote_identifier(t) for t in self.schema.fact_types())
+        return SUBJECT_OF % types, {"tenant": params["tenant"], "memory_id": params["memory_id"]}
 
 
 def _build(model: type[T], fields: dict[str, Any]) -> T:
@@ -204,11 +238,29 @@ def _build(model: type[T], fields: dict[str, Any]) -> T:
         raise InvalidDelta(f"invalid {model.__name__}: {validation_problems(exc, model.__name__)}") from None
 
 
-def require_aware_arg(value: datetime, name: str) -> datetime:
+def instant_arg(value: Instant, name: str) -> datetime:
+    """A time argument as an aware UTC datetime (:func:`~sgam.graph.models.parse_instant`: ISO
+    strings as the CLI takes them, a date alone is midnight UTC), or :class:`InvalidDelta`
+    naming ``name`` with an example. The API and the CLI both read their times through this."""
     try:
-        return require_aware(value, name)
+        return parse_instant(value, name)
     except ValueError as exc:
         raise InvalidDelta(str(exc)) from None
+
+
+def optional_instant(value: Instant | None, name: str) -> datetime | None:
+    return None if value is None else instant_arg(value, name)
+
+
+def renamed(valid_at: Instant | None, as_of: Instant | None, where: str) -> Instant | None:
+    """``valid_at``, or its deprecated old name ``as_of`` with a warning (``where`` names the call)."""
+    if as_of is None:
+        return valid_at
+    if valid_at is not None:
+        raise InvalidDelta(f"{where}: give valid_at only (as_of is its deprecated old name)")
+    warnings.warn(f"{where}(as_of=...) is deprecated; use valid_at=... (the same instant, valid time)",
+                  DeprecationWarning, stacklevel=3)
+    return as_of
 
 
 def _connection(uri: str | None, auth: tuple[str, str] | None,
@@ -276,11 +328,11 @@ class MemoryGraph(_Queries):
         """
         return self.store.forget(self._tenant(tenant), subject)
 
-    def purge(self, tenant: str, *, now: datetime | None = None,
+    def purge(self, tenant: str, *, now: Instant | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
         """Remove facts whose retention class expired (TTL since last confirmation), with what the
         class says goes with them (orphaned value nodes, uncited episodes); records a PurgeRun."""
-        at = require_aware_arg(now, "now") if now is not None else self.clock()
+        at = instant_arg(now, "now") if now is not None else self.clock()
         return self.store.purge(self._tenant(tenant), at, on_progress)
 
     def apply_schema(self, schema: Schema | str | Path, *, dry_run: bool = False, batch_size: int = 1000,
@@ -418,9 +470,12 @@ class MemoryGraph(_Queries):
                                  **self._statuses(include_candidates)))
 
     def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
-              valid_at: datetime, known_at: datetime | None = None,
+              valid_at: Instant, known_at: Instant | None = None,
               principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
-        """What was true at ``valid_at`` (as believed now, or as believed at ``known_at``)."""
+        """What was true at ``valid_at`` (as believed now, or as believed at ``known_at``).
+
+        Times are aware datetimes or ISO 8601 strings with a zone (``"2026-06-01T12:00:00Z"``); a
+        date alone (``"2026-06-02"``) is midnight UTC. A time without a zone is refused."""
         return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at,
                                                         principal, include_candidates)))
 
@@ -442,30 +497,40 @@ class MemoryGraph(_Queries):
                                  attribute=attribute, principal=principal))
 
     def history(self, tenant: str, subject: str, attribute: str | None = None, *,
-                principal: str | None = None) -> list[Fact]:
-        """Every stored version, retired ones included."""
-        return _facts(self.query("history", **self._slot(tenant, subject, attribute, principal)))
+                current_only: bool = False, principal: str | None = None) -> list[Fact]:
+        """Every stored version, retired ones included; with ``current_only``, only the rows
+        believed now (``expired_at`` is None): every valid-time version, past and future, that we
+        hold today."""
+        return _facts(self.query("history", **self._history(tenant, subject, attribute, current_only,
+                                                            principal)))
 
-    def provenance(self, tenant: str, subject: str, memory_id: str, *,
+    def provenance(self, tenant: str, *ids: str, memory_id: str | None = None, subject: str | None = None,
                    principal: str | None = None) -> Provenance | None:
-        """Episode, speaker, and the versions this one superseded / was superseded by."""
-        records = self.query("provenance", tenant=self._tenant(tenant), subject=subject,
-                             memory_id=memory_id, principal=principal)
-        return _provenance(records)
+        """Episode, speaker, and the versions this one superseded / was superseded by, or None.
+
+        ``provenance(tenant, memory_id)``; the older ``provenance(tenant, subject, memory_id)``
+        still works, and then the fact must be about ``subject``."""
+        params = self._provenance_params(tenant, ids, memory_id, subject, principal)
+        if params["subject"] is None:
+            found = self.store.read(*self._subject_of(params))
+            params["subject"] = found[0]["subject"] if found else None
+        return _provenance(self.query("provenance", **params))
 
     def doctor(self, tenant: str) -> list[dict[str, Any]]:
         """Invariant violations in ``tenant`` (an empty list when the store is sound)."""
         return self.query("doctor", **self._doctor(tenant))
 
     def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
-                as_of: datetime | None = None, budget_tokens: int = 800,
-                principal: str | None = None, **options: Any) -> Context:
+                valid_at: Instant | None = None, budget_tokens: int = 800,
+                principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
         """The smallest context that answers ``question``: the exact facts (valid now or at
-        ``as_of``) first, then labelled evidence from expansion, all cited, as ``principal`` may
-        read them; see :func:`sgam.queries.context.context_steps` for ``attributes``, ``expand``,
-        ``embedder``, ``question_vector``, ``k``."""
+        ``valid_at``, believed now) first, then labelled evidence from expansion, all cited, as
+        ``principal`` may read them; see :func:`sgam.queries.context.context_steps` for
+        ``attributes``, ``expand``, ``embedder``, ``question_vector``, ``k``. ``as_of`` is the
+        deprecated old name of ``valid_at``."""
+        instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
         return run_steps(self.store, context_steps(
-            tenant, question, subjects=subjects, as_of=as_of, budget_tokens=budget_tokens,
+            tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
 
     def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
@@ -476,22 +541,23 @@ class MemoryGraph(_Queries):
                                                     batch_size, on_progress))
 
     def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
-                 valid_at: datetime | None = None, known_at: datetime | None = None,
+                 valid_at: Instant | None = None, known_at: Instant | None = None,
                  principal: str | None = None) -> list[TraversalPath]:
         """Paths along ``relations`` (e.g. ``["holds", "covered_by"]``), every hop valid at ``valid_at``
         and readable by ``principal``."""
         return _paths(self.query("traverse", **self._traverse(tenant, subject, relations, valid_at,
                                                               known_at, principal)))
 
-    def to_networkx(self, tenant: str, as_of: datetime | None = None, known_at: datetime | None = None,
+    def to_networkx(self, tenant: str, valid_at: Instant | None = None, known_at: Instant | None = None,
                     subjects: Sequence[str] | None = None, hops: int = 1,
-                    principal: str | None = None) -> Any:
-        """The subgraph valid at ``as_of`` as ``principal`` may read it, as a
-        ``networkx.MultiDiGraph`` (see :mod:`sgam.export`)."""
+                    principal: str | None = None, *, as_of: Instant | None = None) -> Any:
+        """The subgraph valid at ``valid_at`` (default now) and believed at ``known_at`` (default
+        now) as ``principal`` may read it, as a ``networkx.MultiDiGraph`` (see :mod:`sgam.export`).
+        ``as_of`` is the deprecated old name of ``valid_at``."""
         from .export import to_networkx
 
-        return to_networkx(self, tenant, as_of=as_of, known_at=known_at, subjects=subjects, hops=hops,
-                           principal=principal)
+        return to_networkx(self, tenant, renamed(valid_at, as_of, "to_networkx"), known_at,
+                           subjects=subjects, hops=hops, principal=principal)
 
 
 class AsyncMemoryGraph(_Queries):
@@ -591,7 +657,7 @@ class AsyncMemoryGraph(_Queries):
                                        **self._statuses(include_candidates)))
 
     async def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
-                    valid_at: datetime, known_at: datetime | None = None,
+                    valid_at: Instant, known_at: Instant | None = None,
                     principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
         return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at,
                                                               known_at, principal, include_candidates)))
@@ -607,23 +673,28 @@ class AsyncMemoryGraph(_Queries):
                                        attribute=attribute, principal=principal))
 
     async def history(self, tenant: str, subject: str, attribute: str | None = None, *,
-                      principal: str | None = None) -> list[Fact]:
-        return _facts(await self.query("history", **self._slot(tenant, subject, attribute, principal)))
+                      current_only: bool = False, principal: str | None = None) -> list[Fact]:
+        return _facts(await self.query("history", **self._history(tenant, subject, attribute, current_only,
+                                                                  principal)))
 
-    async def provenance(self, tenant: str, subject: str, memory_id: str, *,
-                         principal: str | None = None) -> Provenance | None:
-        records = await self.query("provenance", tenant=self._tenant(tenant), subject=subject,
-                                   memory_id=memory_id, principal=principal)
-        return _provenance(records)
+    async def provenance(self, tenant: str, *ids: str, memory_id: str | None = None,
+                         subject: str | None = None, principal: str | None = None) -> Provenance | None:
+        """See :meth:`MemoryGraph.provenance`."""
+        params = self._provenance_params(tenant, ids, memory_id, subject, principal)
+        if params["subject"] is None:
+            found = await self.store.read(*self._subject_of(params))
+            params["subject"] = found[0]["subject"] if found else None
+        return _provenance(await self.query("provenance", **params))
 
     async def doctor(self, tenant: str) -> list[dict[str, Any]]:
         return await self.query("doctor", **self._doctor(tenant))
 
     async def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
-                      as_of: datetime | None = None, budget_tokens: int = 800,
-                      principal: str | None = None, **options: Any) -> Context:
+                      valid_at: Instant | None = None, budget_tokens: int = 800,
+                      principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
+        instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
         return await arun_steps(self.store, context_steps(
-            tenant, question, subjects=subjects, as_of=as_of, budget_tokens=budget_tokens,
+            tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
 
     async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
@@ -632,7 +703,7 @@ class AsyncMemoryGraph(_Queries):
             self._tenant(tenant), require_embedder(embedder), batch_size, on_progress))
 
     async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
-                       valid_at: datetime | None = None, known_at: datetime | None = None,
+                       valid_at: Instant | None = None, known_at: Instant | None = None,
                        principal: str | None = None) -> list[TraversalPath]:
         return _paths(await self.query("traverse", **self._traverse(tenant, subject, relations, valid_at,
                                                                     known_at, principal)))

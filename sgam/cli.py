@@ -27,12 +27,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sgam.graph.errors import InvalidDelta, SgamError
-from sgam.graph.models import require_aware
+from sgam.graph.errors import SgamError
 from sgam.graph.writes import native
-from sgam.queries.loader import get_query, load_queries, parse_instant
+from sgam.queries.loader import get_query, load_queries
 
-from .api import MemoryGraph
+from .api import MemoryGraph, instant_arg
 from .settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -73,6 +72,7 @@ def _settings(home: Path | None = None, bolt_port: int | None = None,
 HomeOpt = typer.Option(None, "--home", help="Server home folder [env SGAM_HOME; default ~/.sgam/neo4j]")
 BoltOpt = typer.Option(None, "--bolt-port", help="Bolt port [env SGAM_BOLT_PORT; default 7687]")
 HttpOpt = typer.Option(None, "--http-port", help="HTTP/Browser port [env SGAM_HTTP_PORT; default 7474]")
+VALID_AT_HELP = "Valid time: the instant the facts must hold at (ISO 8601; a date alone is midnight UTC); default now"
 AS_HELP = ("The reader principal, e.g. user:mira: private facts reach only their readers; "
            "default: shared facts only; '*' = every fact (admin)")
 
@@ -349,6 +349,8 @@ def query(
     known_at: str = typer.Option(None, "--known-at", help="ISO instant: what we believed then"),
     memory_id: str = typer.Option(None, "--memory-id"),
     relations: str = typer.Option(None, "--relations", help="comma-separated, e.g. holds,covered_by"),
+    current_only: bool = typer.Option(False, "--current-only",
+                                      help="history: only the rows believed now (expired_at is null)"),
     principal: str = typer.Option(None, "--as", help=AS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON"),
     list_queries: bool = typer.Option(False, "--list", help="List the named queries"),
@@ -379,9 +381,10 @@ def query(
         values[key.strip()] = value
     shorthand = {"tenant": tenant, "subject": subject, "attribute": attribute, "valid_at": valid_at,
                  "known_at": known_at, "memory_id": memory_id, "relations": relations,
-                 "principal": principal}
-    declared = {p.name for p in named.params}
-    values.update({k: v for k, v in shorthand.items() if v is not None and k in declared})
+                 "principal": principal, "current_only": current_only or None}
+    # An option the query does not take is an error (from bind), not silently dropped: --valid-at
+    # on `current` must not answer for now as if it had been heard.
+    values.update({k: v for k, v in shorthand.items() if v is not None})
     with MemoryGraph.connect(bootstrap=False) as graph:
         records = graph.query(name, **values)
     if as_json:
@@ -391,20 +394,26 @@ def query(
 
 
 def _instant(text: str | None, option: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return require_aware(parse_instant(text), option)
-    except ValueError as exc:
-        raise InvalidDelta(f"{option} {text!r} is not an ISO 8601 instant with a timezone "
-                           f"(or a date alone, midnight UTC): {exc}") from None
+    """An instant option, read by the API's rule (:func:`sgam.api.instant_arg`)."""
+    return None if text is None else instant_arg(text, option)
+
+
+def _renamed(new: str | None, old: str | None, new_flag: str, old_flag: str = "--as-of") -> datetime | None:
+    """An instant option that was renamed: the new flag, or the old one with a note on stderr."""
+    if old is None:
+        return _instant(new, new_flag)
+    if new is not None:
+        raise typer.BadParameter(f"give {new_flag} only ({old_flag} is its deprecated old name)")
+    err.print(f"note: {old_flag} is deprecated; use {new_flag}", highlight=False)
+    return _instant(old, old_flag)
 
 
 @app.command()
 @friendly
 def export(
     tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to export"),
-    as_of: str = typer.Option(None, "--as-of", help="Valid time (ISO instant; a date alone is midnight UTC); default now"),
+    valid_at: str = typer.Option(None, "--valid-at", help=VALID_AT_HELP),
+    as_of: str = typer.Option(None, "--as-of", hidden=True, help="Deprecated: use --valid-at"),
     known_at: str = typer.Option(None, "--known-at", help="What we believed then (ISO instant); default now"),
     subject: list[str] = typer.Option([], "--subject", "-s", help="Start entity (repeatable); none = the whole tenant"),
     hops: int = typer.Option(1, "--hops", help="With --subject: relation hops around the subjects (0-4)"),
@@ -412,14 +421,14 @@ def export(
     out: Path = typer.Option(None, "--output", "-o", help="File to write; default stdout"),
     principal: str = typer.Option(None, "--as", help=AS_HELP),
 ) -> None:
-    """Export a point-in-time subgraph (facts valid at --as-of) as GraphML or node-link JSON."""
+    """Export a point-in-time subgraph (facts valid at --valid-at) as GraphML or node-link JSON."""
     from .export import FORMATS, dumps, write
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    when, believed = _renamed(valid_at, as_of, "--valid-at"), _instant(known_at, "--known-at")
     with MemoryGraph.connect(bootstrap=False) as graph:
-        nx_graph = graph.to_networkx(tenant, as_of=_instant(as_of, "--as-of"),
-                                     known_at=_instant(known_at, "--known-at"),
+        nx_graph = graph.to_networkx(tenant, valid_at=when, known_at=believed,
                                      subjects=subject or None, hops=hops, principal=principal)
     if out is None:
         typer.echo(dumps(nx_graph, fmt), nl=False)  # type: ignore[arg-type]
@@ -456,9 +465,7 @@ def purge(
     now: str = typer.Option(None, "--now", help="Purge as if at this instant (ISO; default now)"),
 ) -> None:
     """Remove facts whose retention expired, in bounded batches, and report what went."""
-    from sgam.queries.loader import parse_instant
-
-    at = parse_instant(now) if now else None
+    at = _instant(now, "--now")
     with MemoryGraph.connect() as graph, Progress(
         TextColumn("purging"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True,
@@ -528,17 +535,18 @@ def context(
     tenant: str = typer.Option(..., "--tenant", "-t"),
     subject: list[str] = typer.Option([], "--subject", "-s", help="Entity id (repeatable); default: found by name in the question"),
     attribute: list[str] = typer.Option([], "--attribute", "-a", help="Attribute in play (repeatable); default: named in the question"),
-    as_of: str = typer.Option(None, "--as-of", help="Valid time (ISO instant; a date alone is midnight UTC); default now"),
+    valid_at: str = typer.Option(None, "--valid-at", help=VALID_AT_HELP),
+    as_of: str = typer.Option(None, "--as-of", hidden=True, help="Deprecated: use --valid-at"),
     budget: int = typer.Option(800, "--budget", help="Token budget; the exact facts must fit"),
     expand: bool = typer.Option(None, "--expand/--no-expand", help="Require / skip vector expansion; default: use it when installed"),
     as_json: bool = typer.Option(False, "--json", help="Print the structured context as JSON"),
     principal: str = typer.Option(None, "--as", help=AS_HELP),
 ) -> None:
     """The smallest context that answers a question: exact facts first, then labelled evidence."""
+    when = _renamed(valid_at, as_of, "--valid-at")
     with MemoryGraph.connect(bootstrap=False) as graph:
         result = graph.context(tenant, question, subjects=subject or None, attributes=attribute or None,
-                               as_of=_instant(as_of, "--as-of"), budget_tokens=budget, expand=expand,
-                               principal=principal)
+                               valid_at=when, budget_tokens=budget, expand=expand, principal=principal)
     if as_json:
         console.print_json(result.model_dump_json())
         return

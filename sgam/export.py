@@ -10,11 +10,11 @@ every analyst query. The result is a :class:`networkx.MultiDiGraph`:
   with every fact property plus ``rel_type`` (``HOLDS``, ``PASSPORT_DEADLINE``, ...). Instants are
   timezone-aware :class:`datetime.datetime` in UTC, date values :class:`datetime.date`.
 
-A fact is included when it is valid at ``as_of`` and believed at ``known_at`` (now when None),
+A fact is included when it is valid at ``valid_at`` and believed at ``known_at`` (now when None),
 whatever its ``status`` (the edge carries it). With ``subjects``, the graph holds those entities,
 the entities within ``hops`` relation hops of them (either direction, every hop valid at
-``as_of``), their attribute facts and the relation facts among them; without, every fact of the
-tenant valid at ``as_of``.
+``valid_at``), their attribute facts and the relation facts among them; without, every fact of the
+tenant valid at ``valid_at``.
 
 GraphML stores only strings, numbers and booleans, one type per attribute: :func:`write` writes
 instants and dates as ISO 8601 strings, lists and non-string values (``value``) as JSON strings,
@@ -29,14 +29,13 @@ import json
 from collections.abc import Iterable
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import networkx as nx
 
 from sgam.graph.writes import native
 
-if TYPE_CHECKING:
-    from .api import MemoryGraph
+from .api import Instant, MemoryGraph, instant_arg, optional_instant, renamed
 
 Format = Literal["graphml", "json"]
 FORMATS: tuple[str, ...] = ("graphml", "json")
@@ -66,19 +65,24 @@ def _node(graph: nx.MultiDiGraph, node: Any) -> str:
     return key
 
 
-def to_networkx(graph: MemoryGraph, tenant: str, as_of: datetime | None = None,
-                known_at: datetime | None = None, subjects: Iterable[str] | str | None = None,
-                hops: int = 1, principal: str | None = None) -> nx.MultiDiGraph:
-    """The subgraph of ``tenant`` valid at ``as_of`` (default now), as believed at ``known_at``.
+def to_networkx(graph: MemoryGraph, tenant: str, valid_at: Instant | None = None,
+                known_at: Instant | None = None, subjects: Iterable[str] | str | None = None,
+                hops: int = 1, principal: str | None = None, *,
+                as_of: Instant | None = None) -> nx.MultiDiGraph:
+    """The subgraph of ``tenant`` valid at ``valid_at`` (default now), as believed at ``known_at``.
 
+    Times are aware datetimes or ISO 8601 strings with a zone; a date alone is midnight UTC.
     ``subjects`` (entity ids) restricts it to those entities and their ``hops``-hop relation
     neighbourhood (0 to 4); None exports the whole tenant. A tenant with no data gives an empty
     graph. Only facts ``principal`` may read are drawn (None: shared facts only; ``"*"``: all).
-    Graph attributes record the question: ``tenant``, ``as_of``, ``known_at``, ``subjects``,
-    ``hops``.
+    Graph attributes record the question: ``tenant``, ``as_of`` (the ``valid_at`` instant; the
+    attribute keeps its name so that readers of exported files do not break), ``known_at``,
+    ``subjects``, ``hops``. ``as_of=`` is the deprecated old name of ``valid_at``.
     """
     tenant = graph._tenant(tenant)
-    valid_at = as_of if as_of is not None else graph.clock()
+    when = renamed(valid_at, as_of, "to_networkx")
+    valid_at = graph.clock() if when is None else instant_arg(when, "valid_at")
+    known_at = optional_instant(known_at, "known_at")
     if isinstance(subjects, str):
         subjects = [subjects]
     seeds = None if subjects is None else list(subjects)

@@ -151,3 +151,52 @@ def test_purge_command(env, tenant: str, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     # passport_deadline is "operational" (365 days): both versions written now are long expired in 2099
     assert "operational: 3 facts removed" in result.output
+
+
+def test_history_current_only_and_provenance_by_id(env, tenant: str, tmp_path: Path) -> None:
+    assert runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=False))]).exit_code == 0
+    every = runner.invoke(app, ["query", "history", "-t", tenant, "-s", "mira", "--json"])
+    believed = runner.invoke(app, ["query", "history", "-t", tenant, "-s", "mira", "--current-only", "--json"])
+    assert believed.exit_code == 0, believed.output
+    assert sorted(r["memory_id"] for r in json.loads(believed.stdout)) == sorted(
+        r["memory_id"] for r in json.loads(every.stdout) if r["expired_at"] is None)
+    assert sorted((r["value"], r["valid_to"]) for r in json.loads(believed.stdout)) == [
+        ("2026-06-30", None), ("2026-07-15", "2026-06-10T14:30:00+00:00")]
+    same = runner.invoke(app, ["query", "history", "-t", tenant, "-s", "mira", "-p", "current_only=true", "--json"])
+    assert json.loads(same.stdout) == json.loads(believed.stdout)
+    [latest] = [r for r in json.loads(believed.stdout) if r["valid_to"] is None]
+    provenance = runner.invoke(app, ["query", "provenance", "-t", tenant, "--memory-id", latest["memory_id"], "--json"])
+    assert provenance.exit_code == 0, provenance.output
+    [row] = json.loads(provenance.stdout)
+    assert row["episode"]["id"] == "e2" and row["superseded"][0]["value"] == "2026-07-15"
+
+
+def test_an_option_the_query_does_not_take_is_an_error(env, tenant: str) -> None:
+    # --valid-at on `current` used to be dropped silently: the answer was for now
+    result = runner.invoke(app, ["query", "current", "-t", tenant, "-s", "mira", "--valid-at", "2026-06-02"])
+    assert result.exit_code == 1 and "query 'current' has no parameter valid_at" in result.output
+    result = runner.invoke(app, ["query", "as-of", "-t", tenant, "-s", "mira", "--valid-at", "2026-06-02",
+                                 "--current-only"])
+    assert result.exit_code == 1 and "has no parameter current_only" in result.output
+
+
+def test_times_on_the_command_line(env, tenant: str, tmp_path: Path) -> None:
+    assert runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=False))]).exit_code == 0
+    question = ["context", "-t", tenant, "-s", "mira", "When is the passport deadline?", "--no-expand", "--json"]
+    new = runner.invoke(app, [*question, "--valid-at", "2026-06-02"])
+    assert new.exit_code == 0, new.output
+    assert json.loads(new.stdout)["as_of"] == "2026-06-02T00:00:00Z"
+    assert [f["value"] for f in json.loads(new.stdout)["facts"]] == ["2026-07-15"]
+    old = runner.invoke(app, [*question, "--as-of", "2026-06-02"])
+    assert old.exit_code == 0 and json.loads(old.stdout)["facts"] == json.loads(new.stdout)["facts"]
+    assert "--as-of is deprecated; use --valid-at" in old.stderr
+    both = runner.invoke(app, [*question, "--as-of", "2026-06-02", "--valid-at", "2026-06-02"])
+    assert both.exit_code == 2 and "give --valid-at only" in both.output
+    for args, flag in (([*question, "--valid-at", "soon"], "--valid-at"),
+                       (["export", "-t", tenant, "--format", "json", "--known-at", "2026-06-02T10:00"], "--known-at"),
+                       (["purge", "-t", tenant, "--now", "yesterday"], "--now")):
+        bad = runner.invoke(app, args)
+        assert bad.exit_code == 1 and f"error: {flag} " in bad.output and "Traceback" not in bad.output, args
+        assert "2026-06-02T12:00:00Z" in bad.output or "has no timezone" in bad.output
+    help_text = runner.invoke(app, ["context", "--help"]).output
+    assert "--valid-at" in help_text and "--as-of" not in help_text

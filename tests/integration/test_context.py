@@ -130,7 +130,7 @@ def test_context_as_of_a_past_date_uses_the_value_valid_then(
     cleanup.append(tenant)
     seed(graph, tenant)
     graph.embed(tenant, embedder=embedder)
-    ctx = graph.context(tenant, QUESTION, subjects="mira", as_of=utc(2026, 6, 2), budget_tokens=600)
+    ctx = graph.context(tenant, QUESTION, subjects="mira", valid_at=utc(2026, 6, 2), budget_tokens=600)
     [fact] = ctx.facts
     assert (fact.value, fact.episode) == (date(2026, 7, 15), "e1")
     assert not ctx.current and ctx.as_of == utc(2026, 6, 2)
@@ -217,7 +217,7 @@ def test_bad_arguments_are_clear_errors(graph: MemoryGraph, tenant: str) -> None
     with pytest.raises(SgamError, match="question must be a non-empty string"):
         graph.context(tenant, "  ", budget_tokens=100)
     with pytest.raises(SgamError, match="naive datetime"):
-        graph.context(tenant, QUESTION, as_of=datetime(2026, 6, 2), budget_tokens=100)
+        graph.context(tenant, QUESTION, valid_at=datetime(2026, 6, 2), budget_tokens=100)
     with pytest.raises(SgamError, match="tenant_id"):
         graph.context("no such tenant!", QUESTION, budget_tokens=100)
 
@@ -240,9 +240,9 @@ def test_context_with_the_question_vector_given_matches_and_embeds_nothing(
     graph.embed(tenant, embedder=embedder)
     [vector] = embedder.embed([QUESTION])
     at = datetime.now(timezone.utc)  # one instant for both: the rendered text names it
-    plain = graph.context(tenant, QUESTION, subjects="mira", as_of=at, budget_tokens=600, expand=True,
+    plain = graph.context(tenant, QUESTION, subjects="mira", valid_at=at, budget_tokens=600, expand=True,
                           embedder=embedder)
-    given = graph.context(tenant, QUESTION, subjects="mira", as_of=at, budget_tokens=600, expand=True,
+    given = graph.context(tenant, QUESTION, subjects="mira", valid_at=at, budget_tokens=600, expand=True,
                           embedder=RefusingEmbedder(), question_vector=vector)
     assert given.model_dump() == plain.model_dump()
     assert any("vector" in e.sources for e in given.evidence)

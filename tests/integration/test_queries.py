@@ -5,6 +5,7 @@ Every fixture is written into a fresh tenant, so each answer below is known exac
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone
@@ -16,7 +17,7 @@ import networkx as nx
 import pytest
 from typer.testing import CliRunner
 
-from sgam import MemoryDelta, MemoryGraph
+from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph
 from sgam.cli import app
 from sgam.export import node_link, to_networkx
 from sgam.graph.errors import InvalidDelta, SgamError
@@ -393,7 +394,7 @@ def test_to_networkx_at_now_and_in_the_past(graph: MemoryGraph, tenant: str) -> 
     assert (now.number_of_nodes(), now.number_of_edges()) == (15, 12)
     assert nx.shortest_path(now, "cust-ada", "pol-plus") == ["cust-ada", "acc-1001", "pol-plus"]
     assert not nx.has_path(now, "cust-ada", "pol-basic")
-    february = to_networkx(graph, tenant, as_of=utc(2026, 2, 1))
+    february = to_networkx(graph, tenant, valid_at=utc(2026, 2, 1))
     assert (february.number_of_nodes(), february.number_of_edges()) == (7, 6)
     assert nx.shortest_path(february, "cust-ada", "pol-basic") == ["cust-ada", "acc-1001", "pol-basic"]
     # Edges carry every fact property, keyed by memory_id, instants as aware datetimes.
@@ -417,7 +418,7 @@ def test_to_networkx_retired_and_superseded_facts(graph: MemoryGraph, tenant: st
     assert city(to_networkx(graph, tenant)) == ["Porto"]
     # The retired Lisbon row is absent now, present as believed before the correction.
     assert city(to_networkx(graph, tenant, known_at=before)) == ["Lisbon"]
-    assert city(to_networkx(graph, tenant, as_of=utc(2026, 3, 1))) == []
+    assert city(to_networkx(graph, tenant, valid_at=utc(2026, 3, 1))) == []
 
 
 def test_to_networkx_neighbourhood_of_subjects(graph: MemoryGraph, tenant: str) -> None:
@@ -436,7 +437,7 @@ def test_to_networkx_neighbourhood_of_subjects(graph: MemoryGraph, tenant: str) 
     with pytest.raises(InvalidDelta, match="hops"):
         graph.to_networkx(tenant, subjects=["cust-ada"], hops=7)
     with pytest.raises(InvalidDelta, match="valid_at"):
-        graph.to_networkx(tenant, as_of=datetime(2026, 2, 1))  # naive: refused, not shifted
+        graph.to_networkx(tenant, valid_at=datetime(2026, 2, 1))  # naive: refused, not shifted
 
 
 def test_export_command_writes_graphml_and_json(env, graph: MemoryGraph, tenant: str, tmp_path: Path) -> None:
@@ -450,7 +451,7 @@ def test_export_command_writes_graphml_and_json(env, graph: MemoryGraph, tenant:
     assert datetime.fromisoformat(holds["valid_from"]) == utc(2026, 1, 5, 10)
     assert json.loads(holds["support_episodes"]) == ["crm-1"]
     out = tmp_path / "feb.json"
-    result = runner.invoke(app, ["export", "-t", tenant, "--as-of", "2026-02-01", "-s", "cust-ada", "--hops", "2",
+    result = runner.invoke(app, ["export", "-t", tenant, "--valid-at", "2026-02-01", "-s", "cust-ada", "--hops", "2",
                                  "--format", "json", "-o", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text(encoding="utf-8"))
@@ -461,8 +462,8 @@ def test_export_command_writes_graphml_and_json(env, graph: MemoryGraph, tenant:
     assert nx.shortest_path(g, "cust-ada", "pol-basic") == ["cust-ada", "acc-1001", "pol-basic"]
     stdout = runner.invoke(app, ["export", "-t", tenant, "--format", "json"])
     assert stdout.exit_code == 0 and len(json.loads(stdout.stdout)["edges"]) == 12
-    bad = runner.invoke(app, ["export", "-t", tenant, "--format", "json", "--as-of", "yesterday"])
-    assert bad.exit_code == 1 and "--as-of" in bad.output
+    bad = runner.invoke(app, ["export", "-t", tenant, "--format", "json", "--valid-at", "yesterday"])
+    assert bad.exit_code == 1 and "--valid-at" in bad.output
     wrong = runner.invoke(app, ["export", "-t", tenant, "--format", "csv"])
     assert wrong.exit_code == 2 and "graphml" in wrong.output
     assert node_link(nx.MultiDiGraph())["edges"] == []
@@ -482,3 +483,134 @@ def test_example_param_line_runs_the_query(graph: MemoryGraph, name: str) -> Non
     if any(params[p.name] is None for p in query.params if not p.optional):
         pytest.skip(f"{name}: the example reads a required value from data this database lacks")
     graph.store.read(query.text, params)  # runs in READ mode without an error
+
+
+# -- the read API as a new user meets it: current_only, provenance by id, one time vocabulary ----
+
+
+def test_history_current_only_is_the_believed_rows(graph: MemoryGraph, tenant: str, deadline) -> None:
+    everything = graph.history(tenant, "mira", "passport_deadline")
+    believed = graph.history(tenant, "mira", "passport_deadline", current_only=True)
+    # the contract: believed rows are expired_at IS NULL, a maximal run per value, and together
+    # they say what held when: 07-15 until the 06-10 change, 06-30 from then on
+    assert sorted(f.memory_id for f in believed) == sorted(f.memory_id for f in everything if f.expired_at is None)
+    assert len(everything) > len(believed)
+    assert sorted((f.value, f.valid_from, f.valid_to) for f in believed) == [
+        (date(2026, 6, 30), utc(2026, 6, 10, 14, 30), None),
+        (date(2026, 7, 15), utc(2026, 5, 20), utc(2026, 6, 10, 14, 30)),
+    ]
+    named = rows(graph, "history", tenant, subject="mira", attribute="passport_deadline", current_only="true")
+    assert sorted(r["memory_id"] for r in named) == sorted(f.memory_id for f in believed)
+    assert len(rows(graph, "history", tenant, subject="mira", current_only=False)) == len(everything)
+    with pytest.raises(InvalidDelta, match="parameter 'current_only' must be bool"):
+        graph.query("history", tenant=tenant, subject="mira", current_only="maybe")
+
+
+def test_provenance_without_the_subject(graph: MemoryGraph, tenant: str, deadline, crm) -> None:
+    [now] = graph.current(tenant, "mira", "passport_deadline")
+    by_id = graph.provenance(tenant, now.memory_id)
+    assert by_id is not None and by_id == graph.provenance(tenant, "mira", now.memory_id)
+    assert by_id.episode["id"] == "e2" and [f.value for f in by_id.superseded] == [date(2026, 7, 15)]
+    assert graph.provenance(tenant, memory_id=now.memory_id) == by_id
+    assert graph.provenance(tenant, "mira", memory_id=now.memory_id) == by_id
+    # the older form still checks the subject; an unknown id or another tenant finds nothing
+    assert graph.provenance(tenant, "ada", now.memory_id) is None
+    assert graph.provenance(tenant, "m-does-not-exist") is None
+    assert graph.provenance(tenant + "x", now.memory_id) is None
+    # a relation fact is found by its id alone too, and the named query scans without a subject
+    [holds] = graph.current(tenant, "ada", "holds")
+    found = graph.provenance(tenant, holds.memory_id)
+    assert found is not None and found.fact.subject == "ada" and found.episode["id"] == "crm-1"
+    [row] = graph.query("provenance", tenant=tenant, memory_id=holds.memory_id)
+    assert row["fact"]["memory_id"] == holds.memory_id
+    with pytest.raises(InvalidDelta, match=r"provenance takes \(tenant, memory_id\) or \(tenant, subject, memory_id\)"):
+        graph.provenance(tenant, "a", "b", "c")
+    with pytest.raises(InvalidDelta, match="no memory_id"):
+        graph.provenance(tenant)
+
+
+def test_provenance_without_the_subject_keeps_private_facts_private(graph: MemoryGraph, tenant: str) -> None:
+    episode(graph, tenant, "kyc-1", utc(2026, 1, 5), actor="agent:kyc")
+    graph.write(tenant_id=tenant, subject="ada", attribute="date_of_birth", value="1990-12-10",
+                valid_from=utc(2026, 1, 5), source_episode_id="kyc-1", subject_type="Customer")
+    [born] = graph.current(tenant, "ada", "date_of_birth", principal="user:ada")
+    assert graph.provenance(tenant, born.memory_id) is None
+    assert graph.provenance(tenant, born.memory_id, principal="user:bob") is None
+    assert graph.provenance(tenant, born.memory_id, principal="user:ada").fact.memory_id == born.memory_id
+
+
+def test_times_are_accepted_as_iso_strings_as_on_the_cli(graph: MemoryGraph, tenant: str, deadline, crm) -> None:
+    between = deadline["between"]
+    typed = graph.as_of(tenant, "mira", "passport_deadline", valid_at=utc(2026, 6, 11), known_at=between)
+    assert [f.value for f in typed] == [date(2026, 7, 15)]   # what we believed before e2 arrived
+    for valid_at in ("2026-06-11", date(2026, 6, 11), "2026-06-11T00:00:00Z", "2026-06-11T02:00:00+02:00"):
+        for known_at in (between.isoformat(), between.isoformat().replace("+00:00", "Z")):
+            assert graph.as_of(tenant, "mira", "passport_deadline", valid_at=valid_at, known_at=known_at) == typed
+    # the README's example call: both instants as strings
+    assert graph.as_of(tenant, "mira", valid_at="2026-06-02", known_at="2026-06-01T12:00:00Z") == graph.as_of(
+        tenant, "mira", valid_at=utc(2026, 6, 2), known_at=utc(2026, 6, 1, 12))
+    path = lambda paths: [p.entities for p in paths]  # noqa: E731
+    typed_path = path(graph.traverse(tenant, "ada", ["holds", "covered_by"], valid_at=utc(2026, 2, 1)))
+    assert typed_path == [("ada", "acc-1", "pol-basic")]
+    assert path(graph.traverse(tenant, "ada", ["holds", "covered_by"], valid_at="2026-02-01")) == typed_path
+    february = graph.to_networkx(tenant, valid_at="2026-02-01")
+    assert february.graph["as_of"] == utc(2026, 2, 1)
+    ctx = graph.context(tenant, "When is Mira's passport deadline?", subjects="mira", valid_at="2026-06-02",
+                        expand=False, budget_tokens=600)
+    assert ctx.as_of == utc(2026, 6, 2) and [f.value for f in ctx.facts] == [date(2026, 7, 15)]
+
+
+@pytest.mark.parametrize("call", ["as_of", "traverse", "known_at", "context", "to_networkx"])
+def test_a_bad_time_string_is_a_clear_error(graph: MemoryGraph, tenant: str, call: str) -> None:
+    reads = {
+        "as_of": lambda when: graph.as_of(tenant, "mira", valid_at=when),
+        "traverse": lambda when: graph.traverse(tenant, "ada", ["holds"], valid_at=when),
+        "known_at": lambda when: graph.as_of(tenant, "mira", valid_at="2026-06-02", known_at=when),
+        "context": lambda when: graph.context(tenant, "deadline?", valid_at=when, expand=False),
+        "to_networkx": lambda when: graph.to_networkx(tenant, valid_at=when),
+    }
+    name = "known_at" if call == "known_at" else "valid_at"
+    with pytest.raises(InvalidDelta, match=rf"{name} 'soon' is not an ISO 8601 instant; e\.g\. '2026-06-02T12:00:00Z'"):
+        reads[call]("soon")
+    with pytest.raises(InvalidDelta, match=rf"{name} '2026-06-02T12:00' has no timezone; add one \(2026-06-02T12:00Z"):
+        reads[call]("2026-06-02T12:00")
+    with pytest.raises(InvalidDelta, match=rf"{name} must be a datetime or an ISO 8601 string, not int"):
+        reads[call](20260602)
+
+
+def test_as_of_is_a_deprecated_alias_of_valid_at(graph: MemoryGraph, tenant: str, crm) -> None:
+    with pytest.warns(DeprecationWarning, match=r"to_networkx\(as_of=...\) is deprecated; use valid_at="):
+        old = graph.to_networkx(tenant, as_of=utc(2026, 2, 1))
+    assert sorted(old.edges(keys=True)) == sorted(graph.to_networkx(tenant, valid_at=utc(2026, 2, 1)).edges(keys=True))
+    with pytest.warns(DeprecationWarning, match=r"to_networkx\(as_of=...\)"):
+        assert sorted(to_networkx(graph, tenant, as_of="2026-02-01").edges(keys=True)) == sorted(old.edges(keys=True))
+    question = "Which policy covers acc-1?"
+    with pytest.warns(DeprecationWarning, match=r"context\(as_of=...\) is deprecated"):
+        ctx = graph.context(tenant, question, subjects="acc-1", as_of=utc(2026, 2, 1), expand=False)
+    assert ctx == graph.context(tenant, question, subjects="acc-1", valid_at=utc(2026, 2, 1), expand=False)
+    assert [f.value for f in ctx.facts] == ["pol-basic"]
+    with pytest.raises(InvalidDelta, match="give valid_at only"):
+        graph.context(tenant, question, valid_at=utc(2026, 2, 1), as_of=utc(2026, 2, 1))
+
+
+def test_async_graph_reads_the_same_way(neo4j_connection, graph: MemoryGraph, tenant: str, deadline) -> None:
+    uri, auth = neo4j_connection
+    [now] = graph.current(tenant, "mira", "passport_deadline")
+
+    async def scenario() -> list[Any]:
+        async with await AsyncMemoryGraph.connect(uri, auth, schema=default_schema()) as agraph:
+            return [
+                await agraph.provenance(tenant, now.memory_id),
+                await agraph.provenance(tenant, "mira", now.memory_id),
+                await agraph.history(tenant, "mira", "passport_deadline", current_only=True),
+                await agraph.as_of(tenant, "mira", "passport_deadline", valid_at="2026-06-02",
+                                   known_at=deadline["after"].isoformat()),
+                await agraph.context(tenant, "passport deadline?", subjects="mira", valid_at="2026-06-02",
+                                     expand=False),
+            ]
+
+    by_id, by_subject, believed, then, ctx = asyncio.run(scenario())
+    assert by_id == by_subject == graph.provenance(tenant, now.memory_id)
+    assert believed == graph.history(tenant, "mira", "passport_deadline", current_only=True)
+    assert [f.value for f in then] == [date(2026, 7, 15)]
+    assert [f.value for f in ctx.facts] == [date(2026, 7, 15)]
