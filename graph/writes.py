@@ -146,8 +146,9 @@ WITH e, s, collect(CASE WHEN f IS NOT NULL AND f.expired_at IS NULL THEN
                [k IN coalesce(f.delta_keys, []) + coalesce(f.expired_by_delta_key, []) WHERE k IN s.keys]
                END) AS applied
 OPTIONAL CALL (s) {
-  MATCH (l:Ledger {tenant_id: s.tenant_id, subject: s.id})
-  WHERE l.attribute IN s.attributes
+  UNWIND s.attributes AS attribute
+  MATCH (l:Ledger {tenant_id: s.tenant_id, subject: s.id, attribute: attribute})
+    USING INDEX l:Ledger(tenant_id, subject, attribute)
   RETURN collect([l.attribute, l.points, toString(l.updated_at)]) AS ledgers
 }
 RETURN s.tenant_id AS tenant_id, s.id AS id, e.type AS type, elementId(e) AS eid, outline, applied,
