@@ -42,7 +42,10 @@ from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
 from .models import Episode, MemoryDelta, utcnow
 from .schema import Schema
 from .reconcile import DEFAULT_MAX_FUTURE
-from .writes import BatchResult, Records, Statement, WriteSteps, prepare, write_steps
+
+# The recorded migration that gave the slots of an older store their ledgers.
+LEDGER_BACKFILL = "0008-ledger-backfill"
+from .writes import BatchResult, Records, Statement, WriteSteps, backfill_steps, prepare, write_steps
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -203,6 +206,8 @@ class Store(_Base):
                     "FILE` (or MemoryGraph.apply_schema) first"
                 )
             done = self._ddl(session, self.schema)
+            if self._backfill_ledgers(session):
+                done.append(LEDGER_BACKFILL)
             stored = session.run(RECORD_SCHEMA, name=self.schema.name, version=self.schema.version,
                                  definition=self.schema.definition()).single()["stored"]
             if not self.schema.same_definition(stored):
@@ -211,6 +216,19 @@ class Store(_Base):
                     "different definition: give the changed schema a new version"
                 )
             return done
+
+    def _backfill_ledgers(self, session: Any, batch: int = 2000) -> bool:
+        """Once per store: give every slot written before ledgers existed its ledger, rebuilt from
+        its believed rows (idempotent, in batches; a slot a write reaches first rebuilds its own).
+        Returns whether it ran now."""
+        if session.run("MATCH (m:Migration {id: $id}) RETURN m", id=LEDGER_BACKFILL).single():
+            return False
+        after: str | None = ""
+        while after is not None:
+            _, after = session.execute_write(
+                lambda tx: _drive(tx, backfill_steps(after, batch, self.clock())))  # noqa: B023
+        session.run(RECORD, id=LEDGER_BACKFILL, statements=[]).consume()
+        return True
 
     def apply_schema(self, new: Schema, *, dry_run: bool = False, batch_size: int = MIGRATION_BATCH,
                      on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:

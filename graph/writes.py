@@ -33,7 +33,7 @@ from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
 from .models import Cardinality, Fact, MemoryDelta, Op, Status
-from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, reconcile
+from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
 
 Records = list[dict[str, Any]]
@@ -627,6 +627,48 @@ def _persist(prepared: list[_Prepared], locked: _Locked, rows: _Rows, schema: Sc
                 links.append({"episode": episode, "entity": entity})
         if links:
             yield Statement(LINK_MENTIONS, {"mentions": links})
+
+
+# Stores written before ledgers existed: the believed confirmed rows of the slots that have no
+# ledger yet, a batch of entities at a time (in element-id order, after ``$after``).
+UNLEDGERED_ROWS = """
+MATCH (e:Entity) WHERE elementId(e) > $after
+WITH e ORDER BY elementId(e) LIMIT $batch
+OPTIONAL CALL (e) {
+  MATCH (e)-[f]->()
+  WHERE f.memory_id IS NOT NULL AND f.expired_at IS NULL AND f.status = 'confirmed'
+    AND NOT EXISTS { MATCH (l:Ledger {tenant_id: e.tenant_id, subject: e.id, attribute: f.attribute}) }
+  RETURN collect(f {.*, %s,
+         value: CASE WHEN f.value_type IN ['date', 'datetime'] THEN toString(f.value) ELSE f.value END})
+    AS rows
+}
+RETURN elementId(e) AS eid, rows
+""" % ", ".join(f"{k}: toString(f.{k})" for k in INSTANTS)
+
+# A ledger a concurrent write created meanwhile is left as it is.
+CREATE_LEDGERS = """
+UNWIND $ledgers AS x
+MERGE (l:Ledger {tenant_id: x.tenant_id, subject: x.subject, attribute: x.attribute})
+  ON CREATE SET l.points = x.points, l.updated_at = $now
+"""
+
+
+def backfill_steps(after: str, batch: int, now: datetime) -> Generator[Statement, Records, tuple[int, str | None]]:
+    """Give the slots of up to ``batch`` entities after element id ``after`` a ledger rebuilt from
+    their believed rows (:func:`reconcile.points_from_rows`). Returns the number of ledgers made and
+    the element id to continue after (``None``: done)."""
+    records = yield Statement(UNLEDGERED_ROWS, {"after": after, "batch": batch})
+    slots: dict[tuple[str, str, str], list[Fact]] = {}
+    for record in records:
+        for props in record["rows"]:
+            fact = fact_from_properties(props)
+            slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
+    ledgers = [{"tenant_id": t, "subject": subject, "attribute": a,
+                "points": [p.to_json() for p in points_from_rows(rows)]}
+               for (t, subject, a), rows in sorted(slots.items())]
+    if ledgers:
+        yield Statement(CREATE_LEDGERS, {"ledgers": ledgers, "now": now})
+    return len(ledgers), (records[-1]["eid"] if len(records) == batch else None)
 
 
 def mentions_of(prepared: Sequence[_Prepared]) -> list[dict[str, str]]:
