@@ -7,7 +7,8 @@
    it, such as a customer's ``HOLDS`` of a forgotten account), its value nodes and the entity;
 3. delete the episodes that mention only it, and redact those that also mention others (their
    text is replaced; ids and times stay so other facts keep their provenance), and the quarantine
-   entries that name the subject or came from those episodes;
+   entries that name the subject or came from those episodes (refusals recorded by ``sgam replay``
+   included; a subject known only from such entries can be forgotten too);
 4. leave ``(:Tombstone {tenant_id, subject, forgotten_at})``: the write path refuses facts about
    the subject justified by an episode that occurred before it was forgotten, so re-extracting
    an old episode cannot bring it back.
@@ -29,13 +30,16 @@ from .writes import Records, Statement
 
 REDACTED = "[redacted: this episode mentioned a forgotten subject]"
 
+# ``refused``: quarantine entries naming the subject, which may exist without the entity (a delta
+# refused before it was ever written, e.g. by ``sgam replay``); they alone are worth a forget too.
 LOCK_SUBJECT = """
-MATCH (e:Entity {tenant_id: $tenant, id: $subject})
+OPTIONAL MATCH (e:Entity {tenant_id: $tenant, id: $subject})
 SET e.updated_at = $now
 WITH e
 OPTIONAL MATCH (ep:Episode)-[:MENTIONS]->(e)
 WITH e, ep, CASE WHEN ep IS NULL THEN 0 ELSE COUNT { (ep)-[:MENTIONS]->(other) WHERE other <> e } END AS others
 RETURN count(DISTINCT e) AS subjects,
+       COUNT { MATCH (q:Quarantine {tenant_id: $tenant}) WHERE $subject IN coalesce(q.subjects, []) } AS refused,
        collect(CASE WHEN ep IS NOT NULL AND others = 0 THEN ep.id END) AS only,
        collect(CASE WHEN others > 0 THEN ep.id END) AS shared
 """
@@ -103,7 +107,7 @@ def forget_steps(tenant: str, subject: str, now: datetime) -> Generator[Statemen
     """The whole erasure as one transaction (see the module docstring)."""
     params: dict[str, Any] = {"tenant": tenant, "subject": subject, "now": now}
     found = yield Statement(LOCK_SUBJECT, params)
-    if not found or found[0]["subjects"] == 0:
+    if not found or (found[0]["subjects"] == 0 and found[0]["refused"] == 0):
         raise NotFound(f"tenant {tenant!r} has no subject {subject!r} to forget")
     only = [i for i in found[0]["only"] if i]
     shared = [i for i in found[0]["shared"] if i]

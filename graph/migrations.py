@@ -110,6 +110,15 @@ LEDGER = Migration(
     ),
 )
 
+# Refusals of replayed deltas are quarantine entries found by the delta's idempotency key
+# (ingest/quarantine.py), so replaying a file again refuses them as before.
+REPLAY_REFUSALS = Migration(
+    "0009-replay-refusals",
+    (
+        "CREATE INDEX sgam_quarantine_delta_key IF NOT EXISTS FOR (q:Quarantine) ON (q.tenant_id, q.delta_key)",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -148,7 +157,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER]
+            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -3,8 +3,11 @@
 A fact of a class with ``ttl_days`` expires ``ttl_days`` after it was last confirmed (or recorded,
 if never reconfirmed). A purge removes expired facts in bounded batches, each its own transaction,
 then what the class says goes with them: value nodes no fact points at any more (with their
-embeddings) and episodes no remaining fact cites. Every purge leaves a ``(:PurgeRun)`` record, so
-"expired by retention" stays a queryable state after the rows are gone.
+embeddings) and episodes no remaining fact cites. The refusals ``sgam replay`` recorded
+(``ingest/quarantine.py``) carry their attribute's class too: one holds a proposed value like the
+fact would have, so it expires ``ttl_days`` after it was recorded. Every purge that removed
+something leaves a ``(:PurgeRun)`` record, so "expired by retention" stays a queryable state after
+the rows are gone.
 """
 
 from __future__ import annotations
@@ -64,9 +67,17 @@ DETACH DELETE ep
 RETURN count(*) AS removed
 """
 
+EXPIRE_REFUSALS = """
+MATCH (q:Quarantine {tenant_id: $tenant})
+WHERE q.retention_policy = $policy AND q.created_at < $cutoff
+WITH q LIMIT $batch
+DETACH DELETE q
+RETURN count(*) AS removed
+"""
+
 RECORD_RUN = """
 CREATE (:PurgeRun {tenant_id: $tenant, at: $now, policy: $policy, cutoff: $cutoff,
-                   facts: $facts, values: $values, episodes: $episodes})
+                   facts: $facts, values: $values, episodes: $episodes, refusals: $refusals})
 """
 
 
@@ -79,6 +90,8 @@ class PurgeReport:
     facts: dict[str, int] = field(default_factory=dict)
     values: int = 0
     episodes: int = 0
+    refusals: int = 0
+    """Refusal records of ``sgam replay`` removed with their class."""
 
     @property
     def total_facts(self) -> int:
@@ -113,5 +126,18 @@ def purge_batch(tenant: str, policy: str, ttl_days: int, also_remove: tuple[str,
         [episodes] = yield Statement(DROP_ORPHAN_EPISODES, {"tenant": tenant, "episodes": expired["cited"]})
         removed["episodes"] = episodes["removed"]
     if expired["removed"]:
-        yield Statement(RECORD_RUN, {**params, "now": now, **removed})
+        yield Statement(RECORD_RUN, {**params, "now": now, **removed, "refusals": 0})
     return removed
+
+
+def purge_refusals_batch(tenant: str, policy: str, ttl_days: int, now: datetime,
+                         batch: int = BATCH) -> Generator[Statement, Records, int]:
+    """One bounded batch of expired refusal records of one class, as one transaction; returns
+    how many it removed."""
+    params: dict[str, Any] = {"tenant": tenant, "policy": policy,
+                              "cutoff": now - timedelta(days=ttl_days), "batch": batch}
+    [expired] = yield Statement(EXPIRE_REFUSALS, params)
+    if expired["removed"]:
+        yield Statement(RECORD_RUN, {**params, "now": now, "facts": 0, "values": 0, "episodes": 0,
+                                     "refusals": expired["removed"]})
+    return int(expired["removed"])

@@ -37,7 +37,7 @@ from .evolution import (
 )
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
 from .forget import ForgetReport, forget_steps
-from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purge_batch
+from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purge_batch, purge_refusals_batch
 from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
 from .models import Episode, MemoryDelta, utcnow
 from .schema import Schema
@@ -336,6 +336,11 @@ class Store(_Base):
                 if on_progress is not None:
                     on_progress(report.total_facts, total)
                 if removed["facts"] < BATCH:
+                    break
+            while True:
+                refusals = self._write(lambda: purge_refusals_batch(tenant, name, ttl, now))
+                report.refusals += refusals
+                if refusals < BATCH:
                     break
         return report
 

@@ -16,6 +16,16 @@ extractor, candidate, subjects, created_at, status, attempts})``:
 An entry's id is a hash of (tenant, episode, extractor, stage, candidate), so processing the same
 episode twice, e.g. after a worker crash, stores each refusal once. The named query
 ``quarantine`` (queries/quarantine.cypher) lists entries.
+
+**Refusals of replayed deltas** (extractor ``replay``, :func:`refusal`): ``sgam replay`` records
+every delta the write path refuses, keyed by the delta's idempotency key (``delta_key``, see
+:func:`sgam.graph.reconcile.delta_key`) with the file's ``line``, so replaying the file again
+refuses it as before instead of applying it once a later line made it possible. Their id is a
+hash of (tenant, ``delta_key``): one entry per statement. Such an entry also carries the
+``retention_policy`` of its attribute, so a retention purge removes it with the facts of that
+class. A refusal of a delta naming a subject forgotten after the delta's episode occurred is
+stored without the candidate, its subjects or a reason that names them (:data:`FORGOTTEN`): a
+forget must not be undone by storing what it erased again.
 """
 
 from __future__ import annotations
@@ -28,10 +38,16 @@ from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
-from sgam.graph.models import check_id
+from sgam.graph.models import MemoryDelta, check_id
 from sgam.graph.writes import Records, Statement
 
 STAGES = ("extract", "validate", "write")
+
+REPLAY = "replay"
+"""The extractor name of the refusals ``sgam replay`` records."""
+
+FORGOTTEN = ("a subject this delta names was forgotten after its episode occurred: facts from such "
+             "episodes are refused (the candidate is not kept, to keep the subject forgotten)")
 
 STORE = """
 UNWIND $entries AS q
@@ -68,6 +84,8 @@ class QuarantineEntry:
     candidate: str
     subjects: tuple[str, ...] = ()
     status: str = "open"
+    line: int | None = None
+    """The line of the replayed file (entries of ``sgam replay`` only)."""
 
     def params(self) -> dict[str, Any]:
         return {"tenant_id": self.tenant_id, "id": self.id, "episode_id": self.episode_id,
@@ -117,6 +135,69 @@ def entry(tenant_id: str, episode_id: str, extractor: str, stage: str, reason: s
                            text, _subjects(candidate))
 
 
+# The tombstone test is the write path's rule (graph/writes.py, _check_forgotten) over every id the
+# record names: a delta whose episode occurred before one of its subjects was forgotten is refused
+# on every replay, and its record must not keep what the forget erased. Without the episode's
+# time (a delta citing another episode) any tombstone counts: redacting too much only shortens
+# the record.
+STORE_REFUSALS = """
+UNWIND $entries AS r
+WITH r, EXISTS {
+  MATCH (t:Tombstone {tenant_id: r.props.tenant_id})
+  WHERE t.subject IN r.props.subjects AND (r.occurred_at IS NULL OR t.forgotten_at > r.occurred_at)
+} AS forgotten
+MERGE (n:Quarantine {tenant_id: r.props.tenant_id, id: r.props.id})
+  ON CREATE SET n += CASE WHEN forgotten THEN r.redacted ELSE r.props END,
+                n.created_at = $now, n.status = 'open', n.attempts = 0
+"""
+
+REFUSALS_OF = """
+UNWIND $keys AS k
+MATCH (n:Quarantine {tenant_id: k.tenant_id, delta_key: k.key})
+WHERE n.status = 'open' AND n.extractor = $extractor
+RETURN k.key AS key, n.line AS line, n.reason AS reason, n.error AS error
+"""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A recorded refusal of a replayed delta (see the module docstring)."""
+
+    entry: QuarantineEntry
+    delta_key: str
+    occurred_at: datetime | None
+    retention_policy: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        props = {**self.entry.params(), "delta_key": self.delta_key, "line": self.entry.line,
+                 "retention_policy": self.retention_policy}
+        redacted = {**props, "reason": FORGOTTEN, "candidate": "null", "subjects": []}
+        return {"props": props, "redacted": redacted, "occurred_at": self.occurred_at}
+
+
+def refusal(delta: MemoryDelta, key: str, line: int, reason: str, error: str,
+            occurred_at: datetime | None, retention_policy: str | None = None) -> Refusal:
+    """The record of a replayed ``delta`` the write path refused (``key``: its idempotency key;
+    ``occurred_at``: when its episode occurred, if known)."""
+    digest = hashlib.sha256("\x1f".join([delta.tenant_id, REPLAY, key]).encode("utf-8")).hexdigest()[:24]
+    candidate = delta.model_dump(mode="json")
+    made = QuarantineEntry(delta.tenant_id, f"q-{digest}", delta.source_episode_id, REPLAY, "write",
+                           reason, error, candidate_json(candidate), _subjects(candidate), line=line)
+    return Refusal(made, key, occurred_at, retention_policy)
+
+
+def store_refusals_steps(refusals: Sequence[Refusal], now: datetime) -> Generator[Statement, Records, None]:
+    """Store refusal records (one already stored for the same statement is left as it is)."""
+    if refusals:
+        yield Statement(STORE_REFUSALS, {"entries": [r.params() for r in refusals], "now": now})
+
+
+def refusals_of(keys: Sequence[tuple[str, str]]) -> Statement:
+    """The open refusal records of ``keys`` ((tenant, delta key) pairs): key, line, reason, error."""
+    return Statement(REFUSALS_OF, {"keys": [{"tenant_id": t, "key": k} for t, k in keys],
+                                   "extractor": REPLAY})
+
+
 def store_steps(entries: Sequence[QuarantineEntry], now: datetime) -> Generator[Statement, Records, int]:
     """Store entries (an entry already stored is left as it is); returns how many were given."""
     if entries:
@@ -141,8 +222,9 @@ def from_record(record: dict[str, Any], tenant: str) -> QuarantineEntry:
         extractor=record.get("extractor") or "unknown", stage=record.get("stage") or "write",
         reason=record.get("reason") or "", error=record.get("error") or "",
         candidate=record.get("candidate") or "null", status=record.get("status") or "open",
+        line=record.get("line"),
     )
 
 
-__all__ = ["QuarantineEntry", "STAGES", "candidate_json", "entry", "from_record", "replayed_steps",
-           "store_steps"]
+__all__ = ["FORGOTTEN", "QuarantineEntry", "REPLAY", "Refusal", "STAGES", "candidate_json", "entry",
+           "from_record", "refusal", "refusals_of", "replayed_steps", "store_refusals_steps", "store_steps"]

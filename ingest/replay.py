@@ -10,6 +10,18 @@ One JSON object a line: an episode, and the deltas it justifies. A delta inherit
 
 Blank lines and lines starting with ``#`` are skipped. A bad line is reported with its number and
 the good ones are applied; with ``atomic`` nothing is written if any line is bad.
+
+Replaying the same file again changes nothing, refusals included. Every delta the write path
+refuses is recorded, keyed by its idempotency key (a quarantine entry of extractor ``replay``, see
+:mod:`sgam.ingest.quarantine`), and a later replay reports a delta so recorded as ``refused (as
+before)`` with the stored reason instead of writing it, even where the stored state would now
+allow it (a ``confirm`` whose candidate a later line opened, an entity typed by a later line).
+``sgam quarantine replay`` is the way to apply it after all; it resolves the entry. A statement
+that occurs twice in one file is judged at its first line and a repeat follows that verdict
+(``unchanged``, or refused as before), as it would if the two were in different chunks. Lines that cannot be read (not JSON, not a valid episode or delta) are ``invalid`` on
+every run without a record: that verdict depends on the line's text alone. So is a line whose
+episode id is stored with other content: episode ids are permanent. An ``atomic`` replay records
+nothing (it writes nothing when a delta is refused) and fails on a delta recorded as refused.
 """
 
 from __future__ import annotations
@@ -18,13 +30,18 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from sgam.graph.errors import Conflict, InvalidDelta, SgamError
 from sgam.graph.models import Episode, MemoryDelta
-from sgam.graph.writes import BatchResult
+from sgam.graph.reconcile import delta_key
+from sgam.graph.schema import Schema
+from sgam.graph.writes import BatchResult, prepare
+
+from . import quarantine as q
 
 _INHERITED = {"tenant_id": "tenant_id", "source_episode_id": "id", "valid_from": "occurred_at",
               "asserted_by": "actor"}
@@ -37,35 +54,88 @@ class ReplayLine:
     deltas: tuple[MemoryDelta, ...]
 
 
+WRITTEN = "written"
+UNCHANGED = "unchanged"
+REFUSED = "refused"
+REFUSED_AS_BEFORE = "refused (as before)"
+INVALID = "invalid"
+LINE_STATUSES = (WRITTEN, UNCHANGED, REFUSED, REFUSED_AS_BEFORE, INVALID)
+"""What a replay did to a line: ``written`` (its episode or a delta changed the store),
+``unchanged``, ``refused`` (a delta refused now, and recorded), ``refused (as before)`` (a delta
+recorded as refused by an earlier run or line, not written) or ``invalid`` (nothing of it could be
+read); a line takes the first of refused, written, refused (as before), unchanged that applies to
+its episode or one of its deltas."""
+
+_RANK = {UNCHANGED: 0, REFUSED_AS_BEFORE: 1, WRITTEN: 2, REFUSED: 3}
+
+
 @dataclass(frozen=True)
 class LineError:
+    """A line, or one delta of it, that was not applied: ``status`` is ``invalid``, ``refused`` or
+    ``refused (as before)`` (then ``first_line`` is the line whose refusal was recorded)."""
+
     number: int
     message: str
+    status: str = INVALID
+    first_line: int | None = None
 
 
 @dataclass
 class ReplaySummary:
-    """Counts by outcome, and every rejected line with its reason."""
+    """Counts by outcome, every line or delta not applied with its reason, and each line's status."""
 
     lines: int = 0
     episodes: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
+    """Write outcomes of the deltas the write path accepted (``unchanged`` included)."""
     errors: list[LineError] = field(default_factory=list)
+    line_status: dict[int, str] = field(default_factory=dict)
+    """Line number -> one of :data:`LINE_STATUSES`."""
 
     @property
     def written(self) -> int:
-        return sum(n for k, n in self.outcomes.items() if k not in ("unchanged", "rejected"))
+        return sum(n for k, n in self.outcomes.items() if k != UNCHANGED)
 
     @property
     def unchanged(self) -> int:
-        return self.outcomes["unchanged"]
+        return self.outcomes[UNCHANGED]
+
+    @property
+    def refused(self) -> int:
+        return sum(1 for e in self.errors if e.status == REFUSED)
+
+    @property
+    def refused_as_before(self) -> int:
+        return sum(1 for e in self.errors if e.status == REFUSED_AS_BEFORE)
+
+    @property
+    def invalid(self) -> int:
+        return sum(1 for e in self.errors if e.status == INVALID)
 
     @property
     def rejected(self) -> int:
+        """Lines and deltas not applied, whatever the reason."""
         return len(self.errors)
+
+    def statuses(self) -> Counter[str]:
+        """How many lines ended in each status."""
+        return Counter(self.line_status.values())
+
+    def _mark(self, number: int, status: str) -> None:
+        current = self.line_status.get(number)
+        if current is None or _RANK[status] > _RANK[current]:
+            self.line_status[number] = status
 
 
 class Writer(Protocol):
+    """What a replay needs of :class:`sgam.MemoryGraph`."""
+
+    schema: Schema
+    store: Any
+    """Runs ``read(query, params)`` and ``transact(make_steps)``."""
+
+    def clock(self) -> datetime: ...
+
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]: ...
 
     def record_episode(self, episode: Episode) -> Episode: ...
@@ -123,7 +193,8 @@ def replay(writer: Writer, lines: Iterable[str], *, atomic: bool = False, chunk_
            on_progress: Callable[[int], None] | None = None) -> ReplaySummary:
     """Record each line's episode, then write its deltas; returns a :class:`ReplaySummary`.
 
-    Lines are applied in chunks (episodes first, then their deltas in batched transactions).
+    Lines are applied in chunks (episodes first, then their deltas in batched transactions), and
+    the refusals of a chunk are recorded before the next one (see the module docstring).
     With ``atomic`` every line is parsed and checked before anything is written, and the deltas
     go in one transaction, so a bad line means nothing is applied.
     """
@@ -135,70 +206,170 @@ def replay(writer: Writer, lines: Iterable[str], *, atomic: bool = False, chunk_
     if atomic and summary.errors:
         first = summary.errors[0]
         raise InvalidDelta(f"line {first.number}: {first.message} (atomic replay: nothing was written)")
+    summary.line_status.update((e.number, INVALID) for e in summary.errors)
     chunks = [good] if atomic else [good[i:i + chunk_lines] for i in range(0, len(good), chunk_lines)]
     for chunk in chunks:
         _apply_chunk(writer, chunk, atomic, summary)
         if on_progress is not None:
             on_progress(len(chunk))
     summary.errors.sort(key=lambda e: e.number)
+    summary.line_status = dict(sorted(summary.line_status.items()))
     return summary
 
 
 def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
-                     summary: ReplaySummary) -> Sequence[ReplayLine]:
-    """Record the chunk's episodes; lines whose episode id clashes are rejected, the rest kept."""
-    episodes = list({(line.episode.tenant_id, line.episode.id): line.episode for line in chunk}.values())
+                     summary: ReplaySummary) -> list[ReplayLine]:
+    """Record the chunk's episodes; lines whose episode id clashes are rejected, the rest kept.
+
+    Every line's episode goes in, repeats included: the store refuses an id given twice with two
+    contents, so the later line is rejected whether or not the two share a chunk.
+    """
+    kept = list(chunk)
     try:
-        outcomes = writer.record_episodes(episodes)
-        summary.episodes += len(episodes)
-        return _cite_stored(writer, chunk, outcomes)
+        outcomes = writer.record_episodes([line.episode for line in chunk])
     except Conflict:
         if atomic:
             raise
-    kept = []
-    outcomes = {}
-    for line in chunk:
-        try:
-            outcomes.update(writer.record_episodes([line.episode]))
-        except Conflict as exc:
-            summary.errors.append(LineError(line.number, str(exc)))
-            continue
-        summary.episodes += 1
-        kept.append(line)
+        kept, outcomes = [], {}
+        for line in chunk:
+            try:
+                outcomes.update(writer.record_episodes([line.episode]))
+            except Conflict as exc:
+                summary.errors.append(LineError(line.number, str(exc)))
+                summary.line_status[line.number] = INVALID
+                continue
+            kept.append(line)
+    summary.episodes += len({(line.episode.tenant_id, line.episode.id) for line in kept})
+    for line in kept:
+        summary._mark(line.number, WRITTEN if outcomes.get(line.episode.id) == "created" else UNCHANGED)
     return _cite_stored(writer, kept, outcomes)
 
 
 def _cite_stored(writer: Writer, lines: Sequence[ReplayLine], outcomes: dict[str, str]) -> list[ReplayLine]:
-    """Deltas of a line whose episode duplicates a stored one (same content hash) cite that one."""
+    """Deltas of a line whose episode duplicates a stored one (same content hash) cite that one;
+    the line then carries the episode under its stored id."""
     out = []
     for line in lines:
         stored = (writer.record_episode(line.episode).id
                   if outcomes.get(line.episode.id) == "duplicate" else line.episode.id)
         if stored != line.episode.id:
-            line = ReplayLine(line.number, line.episode, tuple(
+            line = ReplayLine(line.number, line.episode.model_copy(update={"id": stored}), tuple(
                 d.model_copy(update={"source_episode_id": stored})
                 if d.source_episode_id == line.episode.id else d for d in line.deltas))
         out.append(line)
     return out
 
 
-def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
-                 summary: ReplaySummary) -> None:
-    chunk = _record_episodes(writer, chunk, atomic, summary)
-    deltas: list[MemoryDelta] = []
-    origin: list[int] = []
-    for line in chunk:
-        deltas.extend(line.deltas)
-        origin.extend([line.number] * len(line.deltas))
-    if not deltas:
-        return
+@dataclass(frozen=True)
+class _Item:
+    """One delta of a chunk with its line, its idempotency key (``keys[0]``) and the other key a
+    refusal of it may be recorded under."""
+
+    line: int
+    delta: MemoryDelta
+    occurred_at: datetime | None
+    keys: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return self.keys[0]
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """A refusal: the line it was first recorded at, its reason and error type."""
+
+    line: int
+    reason: str
+    error: str
+
+
+def _items(chunk: Sequence[ReplayLine], schema: Schema) -> list[_Item]:
+    """The chunk's deltas with their keys: the write path's idempotency key, and for a delta the
+    schema refuses (it has no canonical value) one over its value as given. A delta keeps that
+    second key too, so its refusal is still found after a schema change made it valid."""
+    pairs = [(line, d) for line in chunk for d in line.deltas]
+    ready, _ = prepare([d for _, d in pairs], schema)
+    canonical = {p.index: p.key for p in ready}
+    items = []
+    for index, (line, delta) in enumerate(pairs):
+        raw = delta_key(delta, "raw:" + q.candidate_json(delta.value))
+        own = delta.source_episode_id == line.episode.id
+        items.append(_Item(line.number, delta, line.episode.occurred_at if own else None,
+                           (canonical[index], raw) if index in canonical else (raw,)))
+    return items
+
+
+def _recorded(writer: Writer, items: Sequence[_Item]) -> dict[str, _Verdict]:
+    """The open refusal records of the items' keys, by key."""
+    statement = q.refusals_of(sorted({(i.delta.tenant_id, k) for i in items for k in i.keys}))
+    return {r["key"]: _Verdict(r["line"], r["reason"], r["error"])
+            for r in writer.store.read(statement.query, statement.params)}
+
+
+def _refused_as_before(summary: ReplaySummary, item: _Item, verdict: _Verdict) -> None:
+    summary.errors.append(LineError(item.line, verdict.reason, REFUSED_AS_BEFORE, verdict.line))
+    summary._mark(item.line, REFUSED_AS_BEFORE)
+
+
+def _retention(schema: Schema, attribute: str) -> str | None:
     try:
-        result = writer.write_many(deltas, atomic=atomic)
+        return schema.attribute(attribute).retention
+    except SgamError:
+        return None
+
+
+def _write(writer: Writer, deltas: list[MemoryDelta], atomic: bool) -> BatchResult:
+    if not deltas:
+        return BatchResult(())
+    try:
+        return writer.write_many(deltas, atomic=atomic)
     except SgamError as exc:
         if atomic:
             raise InvalidDelta(f"{exc} (atomic replay: no delta was written)") from exc
         raise
-    for item in result.results:
-        summary.outcomes[item.outcome] += 1
-        if not item.ok:
-            summary.errors.append(LineError(origin[item.index], item.message))
+
+
+def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
+                 summary: ReplaySummary) -> None:
+    items = _items(_record_episodes(writer, chunk, atomic, summary), writer.schema)
+    if not items:
+        return
+    recorded = _recorded(writer, items)
+    verdicts: dict[str, _Verdict | None] = {}  # a statement judged in this chunk: None = accepted
+    sent: list[_Item] = []
+    repeats: list[_Item] = []
+    for item in items:
+        before = next((recorded[k] for k in item.keys if k in recorded), None)
+        if before is not None:
+            if atomic:
+                raise InvalidDelta(f"line {item.line}: refused as before (at line {before.line}): "
+                                   f"{before.reason} (atomic replay: no delta was written)")
+            _refused_as_before(summary, item, before)
+        elif item.key in verdicts:
+            repeats.append(item)
+        else:
+            verdicts[item.key] = None
+            sent.append(item)
+    refusals = []
+    for r in _write(writer, [item.delta for item in sent], atomic).results:
+        item = sent[r.index]
+        if r.ok:
+            summary.outcomes[r.outcome] += 1
+            summary._mark(item.line, UNCHANGED if r.outcome == UNCHANGED else WRITTEN)
+            continue
+        error = type(r.error).__name__
+        verdicts[item.key] = _Verdict(item.line, r.message, error)
+        summary.errors.append(LineError(item.line, r.message, REFUSED))
+        summary._mark(item.line, REFUSED)
+        refusals.append(q.refusal(item.delta, item.key, item.line, r.message, error, item.occurred_at,
+                                  _retention(writer.schema, item.delta.attribute)))
+    for item in repeats:
+        verdict = verdicts[item.key]
+        if verdict is None:
+            summary.outcomes[UNCHANGED] += 1
+            summary._mark(item.line, UNCHANGED)
+        else:
+            _refused_as_before(summary, item, verdict)
+    if refusals:
+        writer.store.transact(lambda: q.store_refusals_steps(refusals, writer.clock()))

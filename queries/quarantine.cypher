@@ -1,5 +1,5 @@
 // name: quarantine
-// doc: Quarantine contents: candidates the write path refused, with the reason, the stage that refused them (extract, validate, write) and the episode they came from, newest first.
+// doc: Quarantine contents: candidates the write path refused, with the reason, the stage that refused them (extract, validate, write) and the episode they came from (and the line, for deltas `sgam replay` recorded as refused), newest first.
 // param: tenant string  the tenant id
 // param: episode string?  one source episode id, or null for every episode
 // param: since datetime?  only entries created at or after this instant; null = all
@@ -11,5 +11,6 @@ WHERE ($episode IS NULL OR q.episode_id = $episode)
   AND ($status IS NULL OR q.status = $status)
 RETURN q.id AS id, q.created_at AS created_at, q.status AS status, q.episode_id AS episode,
        q.extractor AS extractor, q.stage AS stage, q.reason AS reason, q.error AS error,
-       q.candidate AS candidate, q.attempts AS attempts, q.resolved_at AS resolved_at
+       q.candidate AS candidate, q.attempts AS attempts, q.resolved_at AS resolved_at,
+       q.line AS line
 ORDER BY created_at DESC, id

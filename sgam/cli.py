@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -265,7 +266,8 @@ def replay(
     atomic: bool = typer.Option(False, "--atomic", help="Apply nothing if any line is bad"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON"),
 ) -> None:
-    """Replay episodes with their structured deltas (format in the README)."""
+    """Replay episodes with their structured deltas (format in the README). Refused deltas are
+    recorded, so replaying the same file again changes nothing and reports them refused as before."""
     from sgam.ingest.replay import replay as run_replay
 
     lines = file.read_text(encoding="utf-8").splitlines()
@@ -279,19 +281,28 @@ def replay(
                              on_progress=lambda n: progress.advance(task, n))
     report = {
         "lines": summary.lines, "episodes": summary.episodes, "written": summary.written,
-        "unchanged": summary.unchanged, "rejected": summary.rejected,
-        "outcomes": dict(summary.outcomes),
-        "errors": [{"line": e.number, "error": e.message} for e in summary.errors],
+        "unchanged": summary.unchanged, "refused": summary.refused,
+        "refused_as_before": summary.refused_as_before, "invalid": summary.invalid,
+        "rejected": summary.rejected, "outcomes": dict(summary.outcomes),
+        "line_status": dict(summary.statuses()),
+        "errors": [{"line": e.number, "status": e.status, "error": e.message,
+                    **({"first_line": e.first_line} if e.first_line is not None else {})}
+                   for e in summary.errors],
     }
     if as_json:
         console.print_json(json.dumps(report))
     else:
         console.print(f"{summary.lines} lines, {summary.episodes} episodes: {summary.written} written, "
-                      f"{summary.unchanged} unchanged, {summary.rejected} rejected")
+                      f"{summary.unchanged} unchanged, {summary.refused} refused, "
+                      f"{summary.refused_as_before} refused (as before), {summary.invalid} invalid",
+                      highlight=False)
         for name, count in sorted(summary.outcomes.items()):
-            console.print(f"  {name}: {count}")
+            console.print(f"  {name}: {count}", highlight=False)
         for error in summary.errors:
-            err.print(f"[red]line {error.number}:[/] {error.message}", highlight=False)
+            label = error.status
+            if error.first_line not in (None, error.number):
+                label = f"refused (as before, first at line {error.first_line})"
+            err.print(f"[red]line {error.number} {label}:[/] {escape(error.message)}", highlight=False)
     if summary.errors:
         raise typer.Exit(2)
 
@@ -476,7 +487,7 @@ def purge(
     for policy, count in sorted(report.facts.items()):
         console.print(f"  {policy}: {count} facts removed")
     console.print(f"purged {report.total_facts} facts, {report.values} value nodes, "
-                  f"{report.episodes} episodes from tenant {tenant!r}")
+                  f"{report.episodes} episodes, {report.refusals} replay refusals from tenant {tenant!r}")
 
 
 @app.command()

@@ -235,7 +235,8 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
         with MemoryGraph.connect(bootstrap=False) as graph:
             entries = graph.quarantine(tenant, status=None if status == "all" else status)
         rows = [{"id": e.id, "status": e.status, "episode": e.episode_id, "extractor": e.extractor,
-                 "stage": e.stage, "reason": e.reason, "candidate": e.candidate} for e in entries]
+                 "stage": e.stage, "line": e.line, "reason": e.reason, "candidate": e.candidate}
+                for e in entries]
         if as_json:
             console.print_json(json.dumps(rows))
         else:
