@@ -133,7 +133,10 @@ LOCK_AND_READ = """
 UNWIND $subjects AS s
 MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
   ON CREATE SET e:$(s.type), e.type = s.type, e.name = s.name, e.created_at = $now
-SET e.updated_at = $now
+// The write lock on the subject, leaving no trace: a batch that changes nothing (a replay)
+// changes no property; ``TOUCH_SUBJECTS`` stamps the subjects whose facts did change.
+SET e._lock = true
+REMOVE e._lock
 WITH e, s
 OPTIONAL CALL (e, s) {
 %(branches)s
@@ -190,6 +193,13 @@ SET f.support_count = f.support_count + r.count,
     f.expired_at = CASE WHEN r.expired IS NULL THEN f.expired_at ELSE datetime(r.expired) END,
     f.expired_by_episode_id = coalesce(r.expired_by_episode_id, f.expired_by_episode_id),
     f.expired_by_delta_key = coalesce(r.expired_by_delta_key, f.expired_by_delta_key)
+"""
+
+# Subjects whose facts, support or statements a batch changed.
+TOUCH_SUBJECTS = """
+UNWIND $subjects AS id
+MATCH (e:Entity) WHERE elementId(e) = id
+SET e.updated_at = $now
 """
 
 # The statements a batch adds to each slot's ledger (docs/temporal-semantics.md). The subject is
@@ -392,6 +402,11 @@ def _check_one(p: _Prepared, present: dict, stored_types: dict, claimed: dict) -
             f"source_episode_id {d.source_episode_id!r} is not a recorded episode of tenant "
             f"{d.tenant_id!r}: record the episode first (record_episode, or an 'episode' line in replay)"
         )
+    if p.target_type and p.target_type != p.subject_type and str(d.value).strip() == d.subject:
+        return SchemaViolation(
+            f"{d.attribute!r} would point {d.subject!r} of tenant {d.tenant_id!r} at itself, making it "
+            f"both a {p.subject_type} and a {p.target_type}: an entity has one type"
+        )
     roles = (("subject", p.subject_type), ("target", p.target_type))
     for entity_id, (role, expected) in zip(_entities_of(p), roles):
         stored = stored_types.get((d.tenant_id, entity_id))
@@ -562,6 +577,7 @@ class _Rows:
     attributes: list[dict[str, Any]]
     relations: list[dict[str, Any]]
     ledgers: list[dict[str, Any]]
+    subjects: list[str]
 
 
 def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _Touched],
@@ -598,11 +614,17 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
             attribute_rows.append(entry)
     ledgers = [{"tenant_id": t, "subject": subject, "attribute": a, "points": [p.to_json() for p in points]}
                for (t, subject, a), points in sorted(locked.new_points.items())]
-    return _Rows(updates, attribute_rows, relation_rows, ledgers)
+    changed = {(t, subject) for t, subject, _ in locked.new_points}
+    changed.update((final[m].tenant_id, final[m].subject) for m in touched if m in final)
+    changed.update((p["tenant_id"], p["subject"]) for p in creates)
+    subjects = sorted(locked.subject_ids[k] for k in changed if k in locked.subject_ids)
+    return _Rows(updates, attribute_rows, relation_rows, ledgers, subjects)
 
 
 def _persist(prepared: list[_Prepared], locked: _Locked, rows: _Rows, schema: Schema,
              now: datetime, mentions: bool = True) -> Generator[Statement, Records, None]:
+    if rows.subjects:
+        yield Statement(TOUCH_SUBJECTS, {"subjects": rows.subjects, "now": now})
     if rows.ledgers:
         yield Statement(APPEND_LEDGERS, {"ledgers": rows.ledgers, "now": now})
     if rows.updates:

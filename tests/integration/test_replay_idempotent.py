@@ -172,8 +172,6 @@ def test_a_second_replay_changes_nothing_and_says_so(
     assert snapshot(graph, tenant) == before
 
 
-@pytest.mark.xfail(strict=True, reason="graph/writes.py: the lock step sets Entity.updated_at on "
-                                       "every write, unchanged ones included (see the branch report)")
 def test_a_second_replay_leaves_entity_timestamps_alone(
         replayed: tuple[Path, dict[str, Any]], graph: MemoryGraph, tenant: str) -> None:
     path, _ = replayed
@@ -225,8 +223,6 @@ def test_an_atomic_replay_fails_on_a_recorded_refusal_and_records_nothing(
     assert again.exit_code == 1 and "refused as before (at line 2)" in again.output
 
 
-@pytest.mark.xfail(strict=True, reason="graph/reconcile.py: a retract with no effect is not kept yet "
-                                       "(the change-point model's ledger keeps it)")
 def test_a_retract_that_did_nothing_does_nothing_when_replayed(graph: MemoryGraph, tenant: str) -> None:
     """Found by the property test below: the retract finds nothing to retract, the assert after it
     opens a candidate; replayed, the retract would withdraw that candidate."""
@@ -239,8 +235,6 @@ def test_a_retract_that_did_nothing_does_nothing_when_replayed(graph: MemoryGrap
     assert snapshot(graph, tenant) == before and again.written == 0
 
 
-@pytest.mark.xfail(strict=True, reason="graph/writes.py: a relation from an entity to itself passes the "
-                                       "type check with two types, and a replay then refuses it")
 def test_a_relation_to_itself_cannot_give_two_types(graph: MemoryGraph, tenant: str) -> None:
     """Found by the property test below: ``holds`` needs a Customer subject and an Account target;
     acc-1 holding acc-1 was accepted (acc-1 became a Customer), and its replay is refused."""
@@ -298,10 +292,9 @@ ATTRIBUTES = {  # attribute -> values (None: a retract or confirm without one)
     "shoe_size": [42],
 }
 ACTORS = ("user:ann", "user:bob", "agent:hr")
-# retract joins once the write path keeps a statement with no visible effect (the change-point
-# model's ledger, docs/temporal-semantics.md): today a retract of nothing leaves no key behind, so
-# its replay can act (test_a_retract_that_did_nothing_does_nothing_when_replayed).
-OPS = ("assert", "assert", "correct", "confirm")
+# A retract with no visible effect is still kept as a statement (docs/temporal-semantics.md), so
+# its replay is recognised (test_a_retract_that_did_nothing_does_nothing_when_replayed).
+OPS = ("assert", "assert", "correct", "retract", "confirm")
 
 
 @st.composite
