@@ -355,9 +355,10 @@ def storable_value(value: Any) -> Any:
     return value.isoformat() if isinstance(value, (date, datetime)) else value
 
 
-def points_from_rows(rows: Iterable[Fact]) -> list[Point]:
+def points_from_rows(rows: Iterable[Fact], many: bool = False) -> list[Point]:
     """Statements standing for believed confirmed rows written before the ledger existed: each
-    row's start (with its whole support), and a retract where it ends and nothing follows."""
+    row's start (with its whole support), and a retract where it ends and nothing follows (of the
+    member, for a set; of whatever holds, for a single value)."""
     rows = sorted((r for r in rows if r.expired_at is None and r.status is Status.CONFIRMED),
                   key=lambda r: (r.value_key, r.valid_from))
     starts = {(r.value_key, r.valid_from) for r in rows}
@@ -373,7 +374,8 @@ def points_from_rows(rows: Iterable[Fact]) -> list[Point]:
         # A retract of the row's own value: harmless where another value starts at the same instant.
         if r.valid_to is not None and (r.value_key, r.valid_to) not in starts:
             points.append(Point(
-                at=r.valid_to, op=Op.RETRACT.value, value=storable_value(r.value), value_key=r.value_key,
+                at=r.valid_to, op=Op.RETRACT.value, value=storable_value(r.value) if many else None,
+                value_key=r.value_key if many else "",
                 key="row-end:" + r.memory_id, episode=r.expired_by_episode_id or r.source_episode_id,
                 asserted_by=r.asserted_by, confidence=r.confidence, schema_version=r.schema_version,
             ))
@@ -419,7 +421,7 @@ def reconcile(
     )
     seeded: tuple[Point, ...] = ()
     if statements is None:
-        seeded = tuple(points_from_rows(existing))
+        seeded = tuple(points_from_rows(existing, spec.cardinality is Cardinality.MANY))
         statements = seeded
     if key in applied or (not applied_only and (
             any(key in r.delta_keys or r.expired_by_delta_key == key for r in existing)

@@ -226,7 +226,7 @@ class Store(_Base):
         after: str | None = ""
         while after is not None:
             _, after = session.execute_write(
-                lambda tx: _drive(tx, backfill_steps(after, batch, self.clock())))  # noqa: B023
+                lambda tx: _drive(tx, backfill_steps(self.schema, after, batch, self.clock())))  # noqa: B023
         session.run(RECORD, id=LEDGER_BACKFILL, statements=[]).consume()
         return True
 

@@ -280,7 +280,9 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
             subject_type = schema.subject_type_for(delta.attribute, delta.subject_type)
             vkey = schema.coerce(delta.attribute, delta.value)[1] if delta.value is not None else ""
             target_type = spec.target if spec.value_type == "entity" else None
-            ready.append(_Prepared(index, delta, subject_type, target_type, delta_key(delta, vkey), vkey))
+            replaces = schema.coerce(delta.attribute, delta.replaces)[1] if delta.replaces is not None else ""
+            ready.append(_Prepared(index, delta, subject_type, target_type,
+                                   delta_key(delta, vkey, replaces), vkey))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
     return ready, rejected
@@ -654,7 +656,7 @@ def _persist(prepared: list[_Prepared], locked: _Locked, rows: _Rows, schema: Sc
 # Stores written before ledgers existed: the believed confirmed rows of the slots that have no
 # ledger yet, a batch of entities at a time (in element-id order, after ``$after``).
 UNLEDGERED_ROWS = """
-MATCH (e:Entity) WHERE elementId(e) > $after
+MATCH (e:Entity) WHERE elementId(e) > $after AND ($tenant IS NULL OR e.tenant_id = $tenant)
 WITH e ORDER BY elementId(e) LIMIT $batch
 OPTIONAL CALL (e) {
   MATCH (e)-[f]->()
@@ -675,22 +677,29 @@ MERGE (l:Ledger {tenant_id: x.tenant_id, subject: x.subject, attribute: x.attrib
 """
 
 
-def backfill_steps(after: str, batch: int, now: datetime) -> Generator[Statement, Records, tuple[int, str | None]]:
-    """Give the slots of up to ``batch`` entities after element id ``after`` a ledger rebuilt from
-    their believed rows (:func:`reconcile.points_from_rows`). Returns the number of ledgers made and
-    the element id to continue after (``None``: done)."""
-    records = yield Statement(UNLEDGERED_ROWS, {"after": after, "batch": batch})
+def backfill_steps(schema: Schema, after: str, batch: int, now: datetime,
+                   tenant: str | None = None) -> Generator[Statement, Records, tuple[int, str | None]]:
+    """Give the slots of up to ``batch`` entities (of ``tenant``, or all) after element id ``after``
+    a ledger rebuilt from their believed rows (:func:`reconcile.points_from_rows`). Returns the
+    number of ledgers made and the element id to continue after (``None``: done)."""
+    records = yield Statement(UNLEDGERED_ROWS, {"after": after, "batch": batch, "tenant": tenant})
     slots: dict[tuple[str, str, str], list[Fact]] = {}
     for record in records:
         for props in record["rows"]:
             fact = fact_from_properties(props)
             slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
     ledgers = [{"tenant_id": t, "subject": subject, "attribute": a,
-                "points": [p.to_json() for p in points_from_rows(rows)]}
+                "points": [p.to_json() for p in points_from_rows(rows, _many(schema, a))]}
                for (t, subject, a), rows in sorted(slots.items())]
     if ledgers:
         yield Statement(CREATE_LEDGERS, {"ledgers": ledgers, "now": now})
     return len(ledgers), (records[-1]["eid"] if len(records) == batch else None)
+
+
+def _many(schema: Schema, attribute: str) -> bool:
+    """Whether ``attribute`` is set-valued (an attribute the schema no longer has: as one value)."""
+    spec = schema.attributes.get(attribute)
+    return spec is not None and spec.cardinality is Cardinality.MANY
 
 
 def mentions_of(prepared: Sequence[_Prepared]) -> list[dict[str, str]]:
