@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from bisect import bisect_left
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
@@ -243,7 +244,8 @@ def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
         for member, entries in _member_timelines(points).items():
             runs.extend(_runs(entries))
         runs.sort(key=lambda r: (r[2], r[0]))
-    return [Run(start, end, vkey, opener, _support(points, start, end, vkey))
+    support = _Supporters(points)
+    return [Run(start, end, vkey, opener, support.of(start, end, vkey))
             for start, end, vkey, opener in runs]
 
 
@@ -280,18 +282,29 @@ def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
             for m in sorted(members)}
 
 
-def _support(points: list[Point], start: datetime, end: datetime | None,
-             vkey: str) -> tuple[Point, ...]:
-    """The statements of ``vkey`` that lie in (or, for intervals, overlap) ``[start, end)``."""
-    found = []
-    for p in points:
-        if p.value_key != vkey or p.op == Op.RETRACT.value:
-            continue
-        if end is not None and p.at >= end:
-            continue
-        if p.at >= start or (p.until is not None and p.until > start):
-            found.append(p)
-    return tuple(found)
+class _Supporters:
+    """The statements of each value, in valid-time order, to find a run's support by bisection."""
+
+    def __init__(self, points: list[Point]) -> None:
+        self.at: dict[str, list[datetime]] = {}
+        self.points: dict[str, list[Point]] = {}
+        self.intervals: dict[str, list[Point]] = {}
+        for p in sorted(points, key=lambda p: p.at):
+            if p.op == Op.RETRACT.value:
+                continue
+            if p.until is not None:
+                self.intervals.setdefault(p.value_key, []).append(p)
+            self.at.setdefault(p.value_key, []).append(p.at)
+            self.points.setdefault(p.value_key, []).append(p)
+
+    def of(self, start: datetime, end: datetime | None, vkey: str) -> tuple[Point, ...]:
+        """The statements of ``vkey`` that lie in (or, for intervals, overlap) ``[start, end)``."""
+        instants = self.at.get(vkey, [])
+        low = bisect_left(instants, start)
+        high = len(instants) if end is None else bisect_left(instants, end)
+        found = self.points.get(vkey, [])[low:high]
+        earlier = [p for p in self.intervals.get(vkey, ()) if p.at < start and p.until > start]  # type: ignore[operator]
+        return tuple(earlier + found)
 
 
 def value_at(runs: Sequence[Run], instant: datetime) -> Run | None:
