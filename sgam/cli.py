@@ -435,7 +435,7 @@ def doctor(
     tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to check"),
     forgotten: str = typer.Option(None, "--forgotten", help="Also prove this forgotten subject left no residue"),
 ) -> None:
-    """Check a tenant's invariants (no overlapping versions, orphan facts or cross-tenant edges)."""
+    """Check a tenant's invariants (no overlapping versions, empty intervals, rows retired before they were recorded, orphan facts or cross-tenant edges)."""
     with MemoryGraph.connect(bootstrap=False) as graph:
         problems = graph.doctor(tenant)
         residue = graph.residue(tenant, forgotten) if forgotten else []
