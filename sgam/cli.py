@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ from rich.table import Table
 
 from sgam.graph.errors import InvalidDelta, SgamError
 from sgam.graph.models import require_aware
+from sgam.graph.store import Retries
 from sgam.graph.writes import native
 from sgam.queries.loader import get_query, load_queries, parse_instant
 
@@ -277,11 +279,13 @@ def replay(
                                                       and not line.lstrip().startswith("#")))
         summary = run_replay(graph, lines, atomic=atomic,
                              on_progress=lambda n: progress.advance(task, n))
+        retries = graph.retries
     report = {
         "lines": summary.lines, "episodes": summary.episodes, "written": summary.written,
         "unchanged": summary.unchanged, "rejected": summary.rejected,
         "outcomes": dict(summary.outcomes),
         "errors": [{"line": e.number, "error": e.message} for e in summary.errors],
+        "retries": asdict(retries),
     }
     if as_json:
         console.print_json(json.dumps(report))
@@ -290,10 +294,18 @@ def replay(
                       f"{summary.unchanged} unchanged, {summary.rejected} rejected")
         for name, count in sorted(summary.outcomes.items()):
             console.print(f"  {name}: {count}")
+        if retries.transactions:
+            console.print(retried_line(retries), highlight=False)
         for error in summary.errors:
             err.print(f"[red]line {error.number}:[/] {error.message}", highlight=False)
     if summary.errors:
         raise typer.Exit(2)
+
+
+def retried_line(retries: Retries) -> str:
+    """The summary line for write transactions that succeeded only after a retry."""
+    return (f"{retries.transactions} transaction(s) retried after transient errors (deadlocks, lock "
+            f"time-outs between concurrent writers), {retries.attempts} extra attempt(s); all completed")
 
 
 def _jsonable(value: Any) -> Any:
@@ -701,7 +713,7 @@ def bench_locomo(
 # ingest, worker, queue and quarantine live in their own module; it gets the helpers above.
 from .ingest_cli import register as _register_ingest  # noqa: E402
 
-_register_ingest(app, friendly, console, err, _instant, _print_table)
+_register_ingest(app, friendly, console, err, _instant, _print_table, retried_line)
 
 
 if __name__ == "__main__":  # pragma: no cover
