@@ -458,17 +458,21 @@ runner = CliRunner()
 
 @pytest.fixture
 def one_transient_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first transaction function call fails as a deadlock would; the driver runs it again."""
-    drive = store_module._drive
-    calls: list[int] = []
+    """The first write transaction fails once with a transient error, as a deadlock victim does;
+    the driver runs it again (the store's own attempt counting is left as it is)."""
+    attempts = store_module._Attempts.__init__
+    failed: list[int] = []
 
-    def flaky(tx: Any, steps: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 1:
-            raise TransientError("forced deadlock for the test")
-        return drive(tx, steps)
+    def with_one_failure(self: Any, work: Callable[[Any], Any]) -> None:
+        def flaky(tx: Any) -> Any:
+            if not failed:
+                failed.append(1)
+                raise TransientError("forced deadlock for the test")
+            return work(tx)
 
-    monkeypatch.setattr(store_module, "_drive", flaky)
+        attempts(self, flaky)
+
+    monkeypatch.setattr(store_module._Attempts, "__init__", with_one_failure)
 
 
 def replay_file(tenant: str, path: Path) -> Path:
