@@ -8,7 +8,9 @@ Reads run in READ access mode: the server refuses a write attempted through them
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -121,6 +123,28 @@ def _single(statement: Statement) -> WriteSteps:
     return records  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class Retries:
+    """Write transactions that the driver ran again after a transient error (a deadlock, a lock
+    time-out, a leader switch): ``transactions`` needed more than one attempt, ``attempts`` counts
+    the extra attempts they took in all. A retried transaction that then succeeded is no error."""
+
+    transactions: int = 0
+    attempts: int = 0
+
+
+class _Attempts:
+    """A transaction function that counts its calls: the driver calls it once per attempt."""
+
+    def __init__(self, work: Callable[[Any], Any]) -> None:
+        self.work = work
+        self.calls = 0
+
+    def __call__(self, tx: Any) -> Any:
+        self.calls += 1
+        return self.work(tx)
+
+
 class _Base:
     def __init__(self, driver: Any, uri: str, schema: Schema, database: str = "neo4j",
                  clock: Clock = utcnow) -> None:
@@ -132,6 +156,20 @@ class _Base:
         # How far after now a valid_from may lie (Settings.max_future_days; an attribute's own
         # max_future_days wins).
         self.max_future = DEFAULT_MAX_FUTURE
+        self._retries = Retries()
+        # write_many's lanes and callers' threads share one store.
+        self._retries_lock = threading.Lock()
+
+    @property
+    def retries(self) -> Retries:
+        """The write transactions retried after transient errors since this store connected."""
+        return self._retries
+
+    def _count(self, attempt: _Attempts) -> None:
+        if attempt.calls > 1:
+            with self._retries_lock:
+                self._retries = Retries(self._retries.transactions + 1,
+                                        self._retries.attempts + attempt.calls - 1)
 
     def _batch(self, deltas: Sequence[MemoryDelta], atomic: bool) -> Callable[[], WriteSteps]:
         ready, rejected = prepare(deltas, self.schema)
@@ -160,8 +198,14 @@ class Store(_Base):
         self.driver.close()
 
     def _write(self, make_steps: Callable[[], WriteSteps]) -> Any:
-        with translated(self.uri), self.driver.session(database=self.database) as session:
-            return session.execute_write(lambda tx: _drive(tx, make_steps()))
+        """Run the steps in one write transaction; the driver re-runs them whole (fresh steps)
+        after a transient error, which is counted in :attr:`retries`."""
+        attempt = _Attempts(lambda tx: _drive(tx, make_steps()))
+        try:
+            with translated(self.uri), self.driver.session(database=self.database) as session:
+                return session.execute_write(attempt)
+        finally:
+            self._count(attempt)
 
     def read(self, query: str, params: dict[str, Any]) -> Records:
         """Run a read query in READ access mode and return its records as dicts."""
@@ -423,9 +467,13 @@ class AsyncStore(_Base):
         await self.driver.close()
 
     async def _write(self, make_steps: Callable[[], WriteSteps]) -> Any:
-        with translated(self.uri):
-            async with self.driver.session(database=self.database) as session:
-                return await session.execute_write(lambda tx: _adrive(tx, make_steps()))
+        attempt = _Attempts(lambda tx: _adrive(tx, make_steps()))
+        try:
+            with translated(self.uri):
+                async with self.driver.session(database=self.database) as session:
+                    return await session.execute_write(attempt)
+        finally:
+            self._count(attempt)
 
     async def read(self, query: str, params: dict[str, Any]) -> Records:
         with translated(self.uri):

@@ -32,7 +32,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
-from .models import Cardinality, Fact, MemoryDelta, Op, Status
+from .models import Cardinality, Fact, MemoryDelta, Status
 from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
 

@@ -1,5 +1,5 @@
 // name: doctor
-// doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, facts whose source episode is gone, edges that cross tenants.
+// doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, rows retired before they were recorded (expired_at < recorded_at: a writer's clock ran behind the row it retired), facts whose source episode is gone, edges that cross tenants.
 // param: tenant string  the tenant id
 // param: single_valued list  the attributes with cardinality one (the schema knows them)
 // example: :param {tenant: 'demo', single_valued: ['passport_deadline', 'home_city', 'covered_by']}
@@ -18,6 +18,11 @@ CALL () {
   MATCH (s:Entity {tenant_id: $tenant})-[f]->()
   WHERE f.memory_id IS NOT NULL AND f.valid_to IS NOT NULL AND f.valid_to <= f.valid_from
   RETURN 'valid_to not after valid_from' AS problem, s.id AS subject, f.attribute AS attribute,
+         f.memory_id AS memory_id, null AS other
+  UNION ALL
+  MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+  WHERE f.memory_id IS NOT NULL AND f.expired_at < f.recorded_at
+  RETURN 'expired before recorded' AS problem, s.id AS subject, f.attribute AS attribute,
          f.memory_id AS memory_id, null AS other
   UNION ALL
   MATCH (s:Entity {tenant_id: $tenant})-[f]->()

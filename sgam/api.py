@@ -27,7 +27,7 @@ from sgam.graph.models import (
     Cardinality, Episode, Fact, MemoryDelta, Op, check_principal, check_tenant, parse_instant, utcnow,
 )
 from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
-from sgam.graph.store import AsyncStore, Clock, Store
+from sgam.graph.store import AsyncStore, Clock, Retries, Store
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
@@ -306,6 +306,15 @@ class MemoryGraph(_Queries):
 
     def close(self) -> None:
         self.store.close()
+
+    @property
+    def retries(self) -> Retries:
+        """Write transactions retried after a transient error (a deadlock between concurrent
+        writers, a lock time-out) since this graph connected: ``retries.transactions`` of them,
+        ``retries.attempts`` extra attempts in all. The driver re-runs such a transaction whole, so
+        a retry that then succeeds is not an error, only time lost; a count that keeps growing
+        says writers contend (fewer ``workers``, or batches that share fewer subjects)."""
+        return self.store.retries
 
     def __enter__(self) -> MemoryGraph:
         return self
@@ -589,6 +598,11 @@ class AsyncMemoryGraph(_Queries):
 
     async def close(self) -> None:
         await self.store.close()
+
+    @property
+    def retries(self) -> Retries:
+        """See :attr:`MemoryGraph.retries`."""
+        return self.store.retries
 
     async def __aenter__(self) -> AsyncMemoryGraph:
         return self

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sgam.graph.errors import SgamError
+from sgam.graph.store import Retries
 from sgam.graph.writes import native
 from sgam.queries.loader import get_query, load_queries
 
@@ -279,6 +281,7 @@ def replay(
                                                       and not line.lstrip().startswith("#")))
         summary = run_replay(graph, lines, atomic=atomic,
                              on_progress=lambda n: progress.advance(task, n))
+        retries = graph.retries
     report = {
         "lines": summary.lines, "episodes": summary.episodes, "written": summary.written,
         "unchanged": summary.unchanged, "refused": summary.refused,
@@ -288,6 +291,7 @@ def replay(
         "errors": [{"line": e.number, "status": e.status, "error": e.message,
                     **({"first_line": e.first_line} if e.first_line is not None else {})}
                    for e in summary.errors],
+        "retries": asdict(retries),
     }
     if as_json:
         console.print_json(json.dumps(report))
@@ -298,6 +302,8 @@ def replay(
                       highlight=False)
         for name, count in sorted(summary.outcomes.items()):
             console.print(f"  {name}: {count}", highlight=False)
+        if retries.transactions:
+            console.print(retried_line(retries), highlight=False)
         for error in summary.errors:
             label = error.status
             if error.first_line not in (None, error.number):
@@ -305,6 +311,12 @@ def replay(
             err.print(f"[red]line {error.number} {label}:[/] {escape(error.message)}", highlight=False)
     if summary.errors:
         raise typer.Exit(2)
+
+
+def retried_line(retries: Retries) -> str:
+    """The summary line for write transactions that succeeded only after a retry."""
+    return (f"{retries.transactions} transaction(s) retried after transient errors (deadlocks, lock "
+            f"time-outs between concurrent writers), {retries.attempts} extra attempt(s); all completed")
 
 
 def _jsonable(value: Any) -> Any:
@@ -455,7 +467,7 @@ def doctor(
     tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to check"),
     forgotten: str = typer.Option(None, "--forgotten", help="Also prove this forgotten subject left no residue"),
 ) -> None:
-    """Check a tenant's invariants (no overlapping versions, orphan facts or cross-tenant edges)."""
+    """Check a tenant's invariants (no overlapping versions, empty intervals, rows retired before they were recorded, orphan facts or cross-tenant edges)."""
     with MemoryGraph.connect(bootstrap=False) as graph:
         problems = graph.doctor(tenant)
         residue = graph.residue(tenant, forgotten) if forgotten else []
@@ -720,7 +732,7 @@ def bench_locomo(
 # ingest, worker, queue and quarantine live in their own module; it gets the helpers above.
 from .ingest_cli import register as _register_ingest  # noqa: E402
 
-_register_ingest(app, friendly, console, err, _instant, _print_table)
+_register_ingest(app, friendly, console, err, _instant, _print_table, retried_line)
 
 
 if __name__ == "__main__":  # pragma: no cover

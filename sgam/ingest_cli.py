@@ -23,6 +23,7 @@ import typer
 from sgam.graph.errors import SgamError
 from sgam.graph.models import EpisodeKind
 from sgam.graph.schema import Schema, default_schema, load_schema
+from sgam.graph.store import Retries
 from sgam.ingest.extract import Extractor
 from sgam.ingest.files import Defaults, Item, ItemError, read_items
 
@@ -75,7 +76,7 @@ def _extractors(specs: list[str], schema: Schema, events: Path | None) -> list[E
 
 
 def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: Any,
-             print_table: Any) -> None:
+             print_table: Any, retried_line: Any) -> None:
     """Add the ingest commands to ``app`` (the CLI's helpers are passed in to avoid a cycle)."""
     app.add_typer(queue_app, name="queue")
     app.add_typer(quarantine_app, name="quarantine")
@@ -127,7 +128,8 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
                     errors.append(ItemError(item.source, str(exc)))
                     continue
                 rows.append(_row(item.source, report))
-        _print_ingest(rows, errors, as_json, console, err)
+            retries = graph.retries
+        _print_ingest(rows, errors, as_json, console, err, retries, retried_line)
         if errors:
             raise typer.Exit(2)
 
@@ -271,9 +273,10 @@ def _row(source: str, report: Any) -> dict[str, Any]:
 
 
 def _print_ingest(rows: list[dict[str, Any]], errors: list[ItemError], as_json: bool,
-                  console: Any, err: Any) -> None:
+                  console: Any, err: Any, retries: Retries, retried_line: Any) -> None:
     if as_json:
-        console.print_json(json.dumps({"episodes": rows, "errors": [asdict(e) for e in errors]}))
+        console.print_json(json.dumps({"episodes": rows, "errors": [asdict(e) for e in errors],
+                                       "retries": asdict(retries)}))
         return
     recorded = {k: sum(1 for r in rows if r["recorded"] == k) for k in ("created", "existing", "duplicate")}
     queued = sum(1 for r in rows if r["queued"])
@@ -282,6 +285,8 @@ def _print_ingest(rows: list[dict[str, Any]], errors: list[ItemError], as_json: 
     console.print(f"{len(rows)} episodes ({recorded['created']} new, {recorded['existing']} already stored, "
                   f"{recorded['duplicate']} duplicates): {queued} queued, {written} facts written, "
                   f"{len(quarantined)} quarantined, {len(errors)} rejected", highlight=False)
+    if retries.transactions:
+        console.print(retried_line(retries), highlight=False)
     for row in rows:
         if row.get("deferred"):
             err.print(f"queued instead of written now {row['source']}: {row['deferred']}", highlight=False,
