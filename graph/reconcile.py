@@ -334,6 +334,7 @@ class WritePlan:
     support: tuple[str, ...] = ()
     statements: tuple[Point, ...] = ()
     message: str = ""
+    runs: tuple[Run, ...] | None = None  # the slot's believed runs after the plan, when derived
 
     @property
     def changes_anything(self) -> bool:
@@ -402,6 +403,7 @@ def reconcile(
     now: datetime,
     *,
     statements: Sequence[Point] | None = None,
+    derived: Sequence[Run] | None = None,
     applied: Collection[str] = frozenset(),
     applied_only: bool = False,
     max_future: timedelta = DEFAULT_MAX_FUTURE,
@@ -415,7 +417,8 @@ def reconcile(
     the believed rows (:func:`points_from_rows`), which must then be complete, and the plan's
     ``statements`` carry it. ``applied`` holds idempotency keys stored elsewhere, so a replayed
     delta is recognised; ``applied_only`` says it holds those of ``existing`` and ``statements``
-    too. ``max_future``: the horizon for ``valid_from`` (the attribute's ``max_future_days``
+    too. ``derived``: :func:`believed_runs` of ``statements``, if the caller has it (a plan's
+    ``runs``), so it is not derived again. ``max_future``: the horizon for ``valid_from`` (the attribute's ``max_future_days``
     wins). Raises :class:`InvalidDelta`, :class:`Conflict` or
     :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen; a ``confirm``
     may also raise :class:`NotAllowed` or :class:`NotFound`.
@@ -446,7 +449,8 @@ def reconcile(
     pending = sorted((r for r in existing if r.expired_at is None and r.status is Status.CANDIDATE),
                      key=lambda r: (r.valid_from, r.value_key))
     candidate = next((r for r in pending if r.value_key == vkey), None) if vkey else None
-    slot = _Slot(base, believed, list(statements), seeded, many, schema, spec)
+    slot = _Slot(base, believed, list(statements), seeded, many, schema, spec,
+                 None if seeded or derived is None else list(derived))
     if delta.op is Op.CONFIRM:
         return _confirm(slot, pending, delta, vkey)
     if delta.op is Op.RETRACT and candidate is not None:
@@ -507,10 +511,11 @@ class _Slot:
     """One slot while a delta is planned: its believed confirmed rows and its statements."""
 
     def __init__(self, base: WritePlan, rows: list[Fact], points: list[Point],
-                 seeded: tuple[Point, ...], many: bool, schema: Schema, spec: AttributeSpec) -> None:
+                 seeded: tuple[Point, ...], many: bool, schema: Schema, spec: AttributeSpec,
+                 runs: list[Run] | None = None) -> None:
         self.base, self.rows, self.points, self.seeded = base, rows, points, seeded
         self.many, self.schema, self.spec = many, schema, spec
-        self._runs: list[Run] | None = None
+        self._runs = runs
 
     @property
     def runs(self) -> list[Run]:
@@ -560,7 +565,7 @@ class _Slot:
         if outcome is None:
             outcome = self._outcome(point, held, changed, bool(support))
         return replace(base, outcome=outcome, expire=expire, create=tuple(create), support=support,
-                       message=_message(outcome, held, self.rows))
+                       message=_message(outcome, held, self.rows), runs=tuple(after))
 
     def _outcome(self, point: Point, held: Run | None, changed: bool, supported: bool) -> str:
         if not changed:

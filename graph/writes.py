@@ -33,7 +33,7 @@ from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
 from .models import Cardinality, Fact, MemoryDelta, Status
-from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
+from .reconcile import DEFAULT_MAX_FUTURE, Point, Run, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
 
 Records = list[dict[str, Any]]
@@ -430,6 +430,7 @@ class _Locked:
     # The slots' ledgers; a slot missing here has none yet (its rows were written before ledgers).
     points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
     new_points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
+    runs: dict[tuple[str, str, str], tuple[Run, ...]] = field(default_factory=dict)  # derived from points
     subject_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     row_ids: dict[str, str] = field(default_factory=dict)
     applied: set[str] = field(default_factory=set)
@@ -545,7 +546,8 @@ def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: dateti
     rows = slots.get(delta.key, [])
     try:
         plan = reconcile(rows, delta, schema, now, statements=locked.points.get(delta.key),
-                         applied=locked.applied, applied_only=True, max_future=max_future)
+                         derived=locked.runs.get(delta.key), applied=locked.applied, applied_only=True,
+                         max_future=max_future)
     except SgamError as exc:
         return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
     # ``locked.applied`` stays the set of every key the slot's rows and statements carry.
@@ -555,6 +557,10 @@ def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: dateti
     if plan.statements:
         locked.points.setdefault(delta.key, []).extend(plan.statements)
         locked.new_points.setdefault(delta.key, []).extend(plan.statements)
+    if plan.runs is not None:
+        locked.runs[delta.key] = plan.runs
+    elif plan.statements:
+        locked.runs.pop(delta.key, None)
     new_rows = apply_plan(rows, plan)
     slots[delta.key] = new_rows
     for memory_id in plan.support:
