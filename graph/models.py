@@ -186,6 +186,8 @@ class MemoryDelta(_Model):
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     subject_type: str | None = None
     subject_name: str | None = None
+    valid_to: datetime | None = None
+    replaces: Any = None
 
     _tenant = field_validator("tenant_id")(classmethod(lambda cls, v: check_tenant(v)))
     _subject = field_validator("subject")(classmethod(lambda cls, v: check_id(v, "subject")))
@@ -197,6 +199,19 @@ class MemoryDelta(_Model):
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
         return require_aware(value, "valid_from")
+
+    @field_validator("valid_to")
+    @classmethod
+    def _interval_end(cls, value: datetime | None, info: Any) -> datetime | None:
+        if value is None:
+            return None
+        value = require_aware(value, "valid_to")
+        start = info.data.get("valid_from")
+        if start is not None and value <= start:
+            raise ValueError(f"valid_to {value.isoformat()} is not after valid_from {start.isoformat()}: "
+                             "a statement speaks about [valid_from, valid_to); leave valid_to out for "
+                             "an open end")
+        return value
 
     @property
     def key(self) -> tuple[str, str, str]:
