@@ -50,6 +50,10 @@ _MICROSECOND = timedelta(microseconds=1)
 _SET, _CLEAR, _CLEAR_IF, _CORRECT = "set", "clear", "clear-if", "correct"
 
 
+Canonical = Callable[[Any], str]
+"""A value's canonical text (``value_key`` of the coerced value), for the same-instant rule."""
+
+
 def _canonical(value: Any) -> str:
     return "" if value is None else value_key(value)
 
@@ -107,11 +111,29 @@ class Statement:
             return (CONFIRM, _canonical(self.value), None, None, self.episode)
         return (self.op, _canonical(self.value), self.valid_from, self.valid_to, self.episode)
 
-    def tie_order(self) -> tuple[int, float, str, str]:
+    def tie_order(self, canonical: Canonical = value_key) -> tuple[int, float, _Tie]:
         """The same-instant rule: op, confidence (lowest first), canonical value, idempotency key."""
-        op, canonical, start, end, episode = self.key
-        return (OP_RANK[self.op], self.confidence, canonical,
-                repr((op, canonical, start and start.isoformat(), end and end.isoformat(), episode)))
+        return (OP_RANK[self.op], self.confidence, _Tie(self, canonical))
+
+
+class _Tie:
+    """The last criteria of the same-instant rule (canonical value, then idempotency key), worked
+    out only when op and confidence tie, so that a costly ``canonical`` is rarely called."""
+
+    __slots__ = ("statement", "canonical")
+
+    def __init__(self, statement: Statement, canonical: Canonical) -> None:
+        self.statement, self.canonical = statement, canonical
+
+    def _order(self) -> tuple[str, str]:
+        value = self.statement.value
+        return ("" if value is None else self.canonical(value), repr(self.statement.key))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Tie) and self._order() == other._order()
+
+    def __lt__(self, other: _Tie) -> bool:
+        return self._order() < other._order()
 
 
 @dataclass(frozen=True)
@@ -181,13 +203,13 @@ class _Point:
     value: Any
     statement: Statement
 
-    def order(self) -> tuple:
-        return (self.instant, *self.statement.tie_order())
+    def order(self, canonical: Canonical) -> tuple:
+        return (self.instant, *self.statement.tie_order(canonical))
 
 
-def _sweep(points: Iterable[_Point]) -> Timeline:
+def _sweep(points: Iterable[_Point], canonical: Canonical) -> Timeline:
     effective: list[list[Any]] = []          # [instant, value]; value None = nothing
-    for point in sorted(points, key=_Point.order):
+    for point in sorted(points, key=lambda p: p.order(canonical)):
         last = effective[-1][1] if effective else None
         if point.action == _SET:
             effective.append([point.instant, point.value])
@@ -206,15 +228,15 @@ def _sweep(points: Iterable[_Point]) -> Timeline:
     return Timeline.of(function)
 
 
-def _interval_order(statement: Statement) -> tuple:
+def _interval_order(statement: Statement, canonical: Canonical) -> tuple:
     assert statement.valid_to is not None
     latest_first = -((statement.valid_to - _UNIX) // _MICROSECOND)
-    return (statement.valid_from, latest_first, *statement.tie_order())
+    return (statement.valid_from, latest_first, *statement.tie_order(canonical))
 
 
 def _apply_intervals(line: Timeline, intervals: Iterable[Statement], value: Callable[[Statement], Any],
-                     retract_named: bool) -> Timeline:
-    for s in sorted(intervals, key=_interval_order):
+                     retract_named: bool, canonical: Canonical) -> Timeline:
+    for s in sorted(intervals, key=lambda s: _interval_order(s, canonical)):
         assert s.valid_to is not None
         if s.op == ASSERT:
             held = value(s)
@@ -227,7 +249,7 @@ def _apply_intervals(line: Timeline, intervals: Iterable[Statement], value: Call
     return line
 
 
-def _one(statements: list[Statement]) -> Timeline:
+def _one(statements: list[Statement], canonical: Canonical) -> Timeline:
     points = []
     for s in statements:
         if s.valid_to is not None:
@@ -236,11 +258,11 @@ def _one(statements: list[Statement]) -> Timeline:
             raise InvalidDelta("oracle: replaces applies to a set-valued attribute only")
         action = {ASSERT: _SET, CORRECT: _CORRECT}.get(s.op) or (_CLEAR if s.value is None else _CLEAR_IF)
         points.append(_Point(s.valid_from, action, s.value, s))
-    return _apply_intervals(_sweep(points), [s for s in statements if s.valid_to is not None],
-                            lambda s: s.value, retract_named=True)
+    return _apply_intervals(_sweep(points, canonical), [s for s in statements if s.valid_to is not None],
+                            lambda s: s.value, True, canonical)
 
 
-def _many(statements: list[Statement]) -> SetTimeline:
+def _many(statements: list[Statement], canonical: Canonical) -> SetTimeline:
     direct: dict[Any, list[_Point]] = {}
     corrections = []
     for s in statements:
@@ -255,38 +277,40 @@ def _many(statements: list[Statement]) -> SetTimeline:
         direct.setdefault(s.value, []).append(_Point(s.valid_from, action, MEMBER, s))
     derived: dict[Any, list[_Point]] = {}
     for s in corrections:
-        start = _cancelled_start(direct.get(s.replaces, []), s)
+        start = _cancelled_start(direct.get(s.replaces, []), s, canonical)
         derived.setdefault(s.replaces, []).append(_Point(s.valid_from, _CORRECT, None, s))
         # The right member's point ranks as the correct it comes from, at the cancelled instant.
         derived.setdefault(s.value, []).append(_Point(start, _SET, MEMBER, s))
     members = {}
     for member in {*direct, *derived, *(s.value for s in statements if s.valid_to is not None)}:
-        line = _sweep(direct.get(member, []) + derived.get(member, []))
+        line = _sweep(direct.get(member, []) + derived.get(member, []), canonical)
         intervals = [s for s in statements if s.valid_to is not None and s.value == member]
-        members[member] = _apply_intervals(line, intervals, lambda _s: MEMBER, retract_named=False)
+        members[member] = _apply_intervals(line, intervals, lambda _s: MEMBER, False, canonical)
     return SetTimeline({m: line for m, line in members.items() if line.points})
 
 
-def _cancelled_start(points: list[_Point], correction: Statement) -> datetime:
+def _cancelled_start(points: list[_Point], correction: Statement, canonical: Canonical) -> datetime:
     """The instant of the membership in force where ``correction`` falls on the replaced member's
     own sweep, or the correction's ``valid_from`` when none is."""
-    position = (correction.valid_from, *correction.tie_order())
-    line = _sweep(p for p in points if p.order() < position)
+    position = (correction.valid_from, *correction.tie_order(canonical))
+    line = _sweep((p for p in points if p.order(canonical) < position), canonical)
     in_force = [(start, value) for start, value in line.points if start <= correction.valid_from]
     if in_force and in_force[-1][1] is not None:
         return in_force[-1][0]
     return correction.valid_from
 
 
-def believed(statements: Iterable[Statement], many: bool = False) -> Timeline | SetTimeline:
+def believed(statements: Iterable[Statement], many: bool = False,
+             canonical: Canonical = value_key) -> Timeline | SetTimeline:
     """The believed timeline of a set of accepted statements (arrival order plays no part;
-    duplicates by idempotency key count once, the first one given wins)."""
+    duplicates by idempotency key count once, the first one given wins). ``canonical`` gives the
+    canonical text of a value for the same-instant rule, when values are codes standing for them."""
     unique: dict[tuple, Statement] = {}
     for s in statements:
         if s.op == CONFIRM:
             raise InvalidDelta("oracle: a confirm promotes a candidate; give the promoted statement")
         unique.setdefault(s.key, s)
-    return _many(list(unique.values())) if many else _one(list(unique.values()))
+    return (_many if many else _one)(list(unique.values()), canonical)
 
 
 @dataclass
@@ -307,6 +331,7 @@ class Slot:
     many: bool = False
     requires: int = 1
     sensitive: bool = False
+    canonical: Canonical = value_key
     _believed: dict[tuple, tuple[datetime, Statement]] = field(default_factory=dict)
     _seen: set[tuple] = field(default_factory=set)
     _candidates: dict[Any, _Pending] = field(default_factory=dict)
@@ -335,9 +360,10 @@ class Slot:
         """The timeline believed now, or from transaction time ``known_at`` on."""
         if known_at is None:
             if self._now is None:
-                self._now = believed((s for _, s in self._believed.values()), self.many)
+                self._now = believed((s for _, s in self._believed.values()), self.many, self.canonical)
             return self._now
-        return believed((s for at, s in self._believed.values() if at <= known_at), self.many)
+        return believed((s for at, s in self._believed.values() if at <= known_at), self.many,
+                        self.canonical)
 
     def value_at(self, instant: datetime, known_at: datetime | None = None) -> Any:
         """The value (a frozenset of members, for a set) at valid time ``instant``."""
