@@ -13,9 +13,9 @@ Every SGAM number is printed next to a raw Cypher baseline measured in the same 
 
 The stream is generated from a seeded :class:`random.Random`: a few hot subjects with long
 histories and many with a handful of facts; changes, re-asserts, backdated asserts, corrections,
-retractions and exact replays; every ``valid_from`` in the past. An in-memory model of the temporal
-semantics (independent of ``reconcile``) keeps the expected value of every slot, and a sample of
-``current`` and ``as_of`` answers is checked against it.
+retractions and exact replays; every ``valid_from`` in the past. :mod:`sgam.oracle` (the temporal
+semantics written from docs/temporal-semantics.md, independent of ``reconcile``) keeps the expected
+value of every slot, and a sample of ``current`` and ``as_of`` answers is checked against it.
 
 Results are printed as a table and written to ``<out_dir>/baseline-<timestamp>.json`` with the
 machine, versions, sizes and seed. The benchmark's tenants are deleted at the end.
@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta, Op
+from sgam import oracle
 from sgam.graph.schema import Schema, default_schema, value_key
 
 SUBJECT_TYPE = "Person"
@@ -133,69 +134,35 @@ RETURN count(f) AS facts, count(CASE WHEN f.expired_at IS NULL THEN 1 END) AS be
 
 
 @dataclass
-class Timeline:
-    """Valid-time change points of one cardinality-one slot or one set member (``None`` = nothing).
+class Slot:
+    """The expected state of one (subject, attribute): its statements, in :mod:`sgam.oracle`.
 
-    Mirrors DESIGN.md's rules without looking at rows: assert sets a point, correct rewrites the
-    start of the run holding at ``valid_from``, retract sets ``None``; equal neighbours merge.
+    Values are the schema's value keys (members, for a set). Only valid time is checked, so every
+    statement is believed from one transaction time.
     """
 
-    points: dict[datetime, str | None] = field(default_factory=dict)
-    applied: set[tuple[str, str, datetime, str]] = field(default_factory=set)
-
-    def value_at(self, instant: datetime) -> str | None:
-        keys = sorted(self.points)
-        index = bisect.bisect_right(keys, instant)
-        return self.points[keys[index - 1]] if index else None
-
-    def apply(self, op: str, vkey: str | None, valid_from: datetime, episode: str) -> None:
-        key = (op, vkey or "", valid_from, episode)
-        if key in self.applied:  # replay of a delta already applied
-            return
-        held = self.value_at(valid_from)
-        if op == "retract":
-            if held is None:
-                return  # nothing to retract; not remembered (as in reconcile)
-            self.points[valid_from] = None
-        elif held == vkey:
-            pass  # re-assert: support grows
-        elif op == "correct" and held is not None:
-            start = max(k for k in self.points if k <= valid_from)
-            self.points[start] = vkey
-        else:
-            self.points[valid_from] = vkey
-        previous = None
-        for instant in sorted(self.points):
-            if self.points[instant] == previous:
-                del self.points[instant]
-            else:
-                previous = self.points[instant]
-        self.applied.add(key)
-
-
-@dataclass
-class Slot:
-    """The expected state of one (subject, attribute)."""
-
     many: bool
-    one: Timeline = field(default_factory=Timeline)
-    members: dict[str, Timeline] = field(default_factory=dict)
+    model: oracle.Slot = field(init=False)
     deltas: list[MemoryDelta] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.model = oracle.Slot(many=self.many)
+
     def apply(self, delta: MemoryDelta, vkey: str | None) -> None:
-        if self.many:
-            assert vkey is not None
-            self.members.setdefault(vkey, Timeline()).apply(
-                delta.op.value, "member", delta.valid_from, delta.source_episode_id)
-        else:
-            self.one.apply(delta.op.value, vkey, delta.valid_from, delta.source_episode_id)
+        self.model.apply(oracle.Statement(delta.op.value, vkey, delta.valid_from,
+                                          episode=delta.source_episode_id, confidence=delta.confidence),
+                         EPOCH)
         self.deltas.append(delta)
+
+    def held(self, instant: datetime) -> frozenset[str] | str | None:
+        """The value key (or, for a set, the member keys) at ``instant``."""
+        return self.model.value_at(instant)
 
     def expected(self, instant: datetime) -> tuple[str, ...]:
         """Sorted value keys expected at ``instant`` (empty: nothing holds)."""
+        held = self.held(instant)
         if self.many:
-            return tuple(sorted(k for k, t in self.members.items() if t.value_at(instant)))
-        held = self.one.value_at(instant)
+            return tuple(sorted(held))
         return () if held is None else (held,)
 
 
@@ -216,8 +183,8 @@ class Workload:
 
 
 def _person_attributes(schema: Schema) -> list[str]:
-    # Candidate attributes (requires/sensitive) are left out: the bench's oracle models confirmed
-    # writes only (tests/oracle.py and the candidate tests cover them).
+    # Candidate attributes (requires/sensitive) are left out: whether a statement opens a candidate
+    # depends on arrival order, so the stream's gold answers cover confirmed writes only.
     return [name for name, spec in schema.attributes.items()
             if SUBJECT_TYPE in spec.subject_types and spec.value_type != "entity" and not spec.gated]
 
@@ -350,9 +317,8 @@ def _next_delta(rng: random.Random, values: _Values, slot: Slot, tenant: str, su
     if kind == "replay":
         return "replay", rng.choice(slot.deltas)
     if slot.many:
-        held = [d for d in slot.deltas if d.value is not None
-                and slot.members.get(_member_key(values, d)) is not None
-                and slot.members[_member_key(values, d)].value_at(base)]
+        members = slot.held(base)
+        held = [d for d in slot.deltas if d.value is not None and _member_key(values, d) in members]
         if kind == "retract" and held:
             return "retract", delta(Op.RETRACT, rng.choice(held).value, base)
         if kind == "reassert" and held:
@@ -361,7 +327,7 @@ def _next_delta(rng: random.Random, values: _Values, slot: Slot, tenant: str, su
             return "backdated", delta(Op.ASSERT, values.draw(attribute, subject, base), backdated())
         return "add", delta(Op.ASSERT, values.draw(attribute, subject, base), base)
     if kind == "reassert":
-        current = slot.one.value_at(base)
+        current = slot.held(base)
         same = next((d.value for d in reversed(slot.deltas)
                      if d.value is not None and _member_key(values, d) == current), None)
         if same is not None:

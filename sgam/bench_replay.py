@@ -4,7 +4,8 @@ A seeded generator builds multi-tenant episode streams (one statement per episod
 structured delta): changes, retroactive corrections, backdated facts, out-of-order arrival,
 retractions, set-valued adds/removes, repeated statements (restates), changes by different speakers,
 erasures (``forget_subject``), and cross-tenant distractors (every tenant has the same person
-names). An independent in-memory temporal model (not ``reconcile``) yields exact gold answers for:
+names). :mod:`sgam.oracle` (the temporal semantics written from docs/temporal-semantics.md, not
+``reconcile``) yields exact gold answers for:
 ``current``, ``as_of`` (value at a date, as believed now), ``believed_at`` (value at a date as
 believed on an earlier transaction date), ``history`` (believed values in valid-time order),
 ``replaced`` (what replaced value V), ``who_said`` (asserted_by of the current value), ``abstain``
@@ -50,6 +51,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from sgam import oracle
 from sgam.bench import BM25, _git_state, _machine, _version, percentile, top_k
 from sgam.graph.errors import SgamError
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta, Op
@@ -92,50 +94,6 @@ ATTRS = {"home_city": ("home city", False), "response_style": ("response style",
          "email": ("email", False), "contact": ("contact", True)}
 
 
-# -- the independent temporal model ------------------------------------------------------------------
-
-
-@dataclass
-class Line:
-    """Valid-time change points of one single-valued slot or one set member: instant -> (value,
-    speaker) or None (nothing holds). The rules of DESIGN.md, written without looking at rows."""
-
-    points: dict[datetime, tuple[str, str] | None] = field(default_factory=dict)
-
-    def at(self, instant: datetime) -> tuple[str, str] | None:
-        keys = [k for k in self.points if k <= instant]
-        return self.points[max(keys)] if keys else None
-
-    def apply(self, op: str, value: str | None, speaker: str, vf: datetime) -> None:
-        held = self.at(vf)
-        if op == "retract":
-            if held is None or (value is not None and held[0] != value):
-                return
-            self.points[vf] = None
-        elif held is not None and held[0] == value:
-            return                                         # restate: support only
-        elif op == "correct" and held is not None:
-            self.points[max(k for k in self.points if k <= vf)] = (value or "", speaker)
-        else:
-            self.points[vf] = (value or "", speaker)
-        previous: Any = "\x00"
-        for instant in sorted(self.points):
-            now = self.points[instant]
-            if (now and now[0]) == (previous and previous[0]):
-                del self.points[instant]
-            else:
-                previous = now
-
-    def values(self) -> list[str]:
-        """Believed values in valid-time order, consecutive repeats collapsed."""
-        out: list[str] = []
-        for instant in sorted(self.points):
-            held = self.points[instant]
-            if held is not None and (not out or out[-1] != held[0]):
-                out.append(held[0])
-        return out
-
-
 @dataclass
 class Event:
     """One episode with its one statement."""
@@ -157,33 +115,45 @@ class Event:
 
 @dataclass
 class Slot:
+    """One slot's statements in arrival order; the gold answers come from :mod:`sgam.oracle`."""
+
     many: bool
     events: list[Event] = field(default_factory=list)
 
-    def model(self, known_before: datetime | None = None) -> dict[str, Line]:
-        """The slot's lines ('' for single-valued; one per member for sets) from the events
-        recorded before ``known_before`` (all of them when None), in arrival order."""
-        lines: dict[str, Line] = defaultdict(Line)
-        for e in self.events:
-            if known_before is not None and e.recorded >= known_before:
-                continue
-            if self.many:
-                lines[e.value or ""].apply(e.op, "member", e.speaker, e.valid_from)
-            else:
-                lines[""].apply(e.op, e.value, e.speaker, e.valid_from)
-        return lines
+    def model(self, known_before: datetime | None = None) -> oracle.Timeline | oracle.SetTimeline:
+        """The believed timeline of the events recorded before ``known_before`` (all when None)."""
+        return oracle.believed(
+            (_statement(e) for e in self.events if known_before is None or e.recorded < known_before),
+            self.many)
 
     def value_at(self, instant: datetime, known_before: datetime | None = None) -> str:
-        lines = self.model(known_before)
+        held = self.model(known_before).value_at(instant)
         if self.many:
-            held = sorted(k for k, line in lines.items() if line.at(instant))
-            return ", ".join(held) if held else NONE
-        held = lines[""].at(instant)
-        return held[0] if held else NONE
+            return ", ".join(sorted(held)) if held else NONE
+        return NONE if held is None else held
+
+    def values(self) -> list[str]:
+        """Believed values in valid-time order, consecutive repeats collapsed."""
+        out: list[str] = []
+        for _, _, value in self.model().runs():
+            if not out or out[-1] != value:
+                out.append(value)
+        return out
+
+    def speaker(self, value: str) -> str:
+        """Who stated ``value``: a slot's values are drawn fresh, and a restate keeps the speaker."""
+        return next(e.speaker for e in self.events if e.value == value)
 
     def stated(self, before: datetime | None = None) -> set[str]:
         return {e.value for e in self.events
                 if e.value and (before is None or e.recorded <= before)}
+
+
+def _statement(e: Event) -> oracle.Statement:
+    # Recorded days strictly increase within a slot, so they tell its statements apart as the
+    # episode ids (given out later, in delivery order) do; 0.9 is the confidence load_sgam writes.
+    return oracle.Statement(e.op, e.value, e.valid_from, episode=e.recorded.isoformat(), confidence=0.9,
+                            asserted_by=e.speaker)
 
 
 @dataclass
@@ -268,7 +238,8 @@ def _slot_events(rng: random.Random, tenant: str, label: str, person: str, attri
                 out.append(ev("assert", "add", value, rng.choice(SPEAKERS), rec))
             continue
         speaker = rng.choice(SPEAKERS)
-        now_held = Slot(False, list(out)).model()[""].at(rec)   # what holds now, and who said it
+        sofar = Slot(False, list(out))
+        now_held = sofar.model().value_at(rec)             # what holds now
         if now_held is None:                               # after a retraction: a new value
             out.append(ev("assert", "change", _draw(rng, attribute, person, used), speaker, rec))
         elif r < 0.12:
@@ -281,7 +252,7 @@ def _slot_events(rng: random.Random, tenant: str, label: str, person: str, attri
                           rec - DAY * rng.randint(1, 80)))
         elif r < 0.52:
             # restate the value holding now, by the speaker who stated it (support only)
-            out.append(ev("assert", "restate", now_held[0], now_held[1], rec))
+            out.append(ev("assert", "restate", now_held, sofar.speaker(now_held), rec))
         else:
             out.append(ev("assert", "change", _draw(rng, attribute, person, used), speaker, rec))
     return out
@@ -410,16 +381,14 @@ def _questions(w: World, rng: random.Random, per_type: int) -> list[Question]:
           + f"{t:%Y-%m-%d}?", slot.value_at(t, k), k, valid_at=t, known_at=k)
         if slot.many:
             continue
-        line = slot.model()[""]
-        values = line.values()
+        values = slot.values()
         q("history", key, "List every {a} {p} has had, in order.", " > ".join(values) or NONE, now)
         if len(values) >= 2:
             i = rng.randrange(len(values) - 1)
             q("replaced", key, "What replaced " + values[i] + " as {p}'s {a}?", values[i + 1], now,
               value=values[i])
-        held = line.at(now)
-        if held:
-            q("who_said", key, "Who said {p}'s {a} is " + held[0] + "?", held[1], now)
+        if current != NONE:
+            q("who_said", key, "Who said {p}'s {a} is " + current + "?", slot.speaker(current), now)
         stated = slot.stated()
         # false premise: a value this slot never held, preferably one the same-named person in
         # another tenant did hold (a distractor)

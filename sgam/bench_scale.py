@@ -13,8 +13,8 @@ One seeded stream of deltas is generated in arrival order; the graph at size ``S
    (exact facts, no vector expansion) are timed on random slots, each interleaved with its raw
    baseline: the same indexed lookup without temporal logic;
 4. Neo4j's store size (bytes of the database directory, local server only) and its heap in use
-   (JMX) are recorded; ``current`` / ``as_of`` answers are checked against an independent model of
-   the semantics (``sgam.bench.Timeline``, replayed over the slot's deltas up to the size).
+   (JMX) are recorded; ``current`` / ``as_of`` answers are checked against :mod:`sgam.oracle` (the
+   semantics written from docs/temporal-semantics.md) over the slot's deltas up to the size.
 
 Memory, two figures per size. ``python.rss_mb`` / ``peak_rss_mb``: the whole harness process
 (stream, SGAM, driver), now and the highest so far. ``python.sgam_peak_growth_mb``: what SGAM itself
@@ -56,10 +56,11 @@ from pathlib import Path
 from typing import Any
 
 from sgam.bench import (
-    CITIES, EPOCH, HORIZON, MANY_OPS, ONE_OPS, RAW_LOOKUP, Timeline, _Values, _choose, _compare, _git_state, _latency,
+    CITIES, EPOCH, HORIZON, MANY_OPS, ONE_OPS, RAW_LOOKUP, _Values, _choose, _compare, _git_state, _latency,
     _loadavg, _machine, _neo4j_info, _observed, _raw_write, _RetryCounter, _version,
     _write_tenant_cleanup,
 )
+from sgam import oracle
 from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta, Op
 from sgam.graph.schema import Schema
 
@@ -206,32 +207,32 @@ class _Codec:
 
 
 class _SlotState:
-    """The expected state of one slot, as ``sgam.bench.Slot`` keeps it, over codes and microseconds.
+    """The expected state of one slot, as ``sgam.bench.Slot`` keeps it, over value codes.
 
-    Timelines are ``sgam.bench.Timeline`` with value codes for value keys, microseconds from EPOCH
-    for instants and episode numbers for episode ids (each a one-to-one renaming, so the same
-    decisions). ``indices`` are the slot's deltas in arrival order (positions in the stream).
+    An :class:`sgam.oracle.Slot` with value codes for values and episode numbers for episode ids
+    (each a one-to-one renaming, so the same decisions); a code's value key is looked up only when
+    the same-instant rule needs it. ``indices`` are the slot's deltas in arrival order (positions in
+    the stream).
     """
 
-    __slots__ = ("many", "one", "members", "indices")
+    __slots__ = ("many", "model", "indices")
 
-    def __init__(self, many: bool) -> None:
+    def __init__(self, many: bool, canonical: oracle.Canonical) -> None:
         self.many = many
-        self.one = Timeline()
-        self.members: dict[int, Timeline] = {}
+        self.model = oracle.Slot(many=many, canonical=canonical)
         self.indices: list[int] = []
 
     def apply(self, stream: Stream, index: int) -> None:
         op, code = OPS[stream._op[index]].value, stream._value[index]
-        at, episode = stream._valid_from[index] * 1_000_000, stream._episode[index]
-        if self.many:
-            timeline = self.members.get(code)
-            if timeline is None:
-                timeline = self.members[code] = Timeline()
-            timeline.apply(op, "member", at, episode)  # type: ignore[arg-type]
-        else:
-            self.one.apply(op, code or None, at, episode)  # type: ignore[arg-type]
+        # Only valid time is checked, so every statement is believed from one transaction time.
+        self.model.apply(oracle.Statement(
+            op, code or None, EPOCH + stream._valid_from[index] * _SECOND, episode=str(stream._episode[index]),
+            confidence=stream._confidence[index] / 100), EPOCH)
         self.indices.append(index)
+
+    def held(self, instant: datetime) -> Any:
+        """The value code (a frozenset of member codes, for a set) at ``instant``."""
+        return self.model.value_at(instant)
 
 
 class SlotModel:
@@ -241,15 +242,13 @@ class SlotModel:
         self._stream, self._attribute, self._state = stream, attribute, state
 
     def _key(self, code: int) -> str:
-        value = self._stream.codec.decode(self._attribute, code)
-        return SCHEMA.coerce(ATTRIBUTES[self._attribute], value)[1]
+        return self._stream.value_key(self._attribute, code)
 
     def expected(self, instant: datetime) -> tuple[str, ...]:
         """Sorted value keys expected at ``instant`` (empty: nothing holds), like ``Slot.expected``."""
-        at = (instant - EPOCH) // _MICRO
+        held = self._state.held(instant)
         if self._state.many:
-            return tuple(sorted(self._key(c) for c, t in self._state.members.items() if t.value_at(at)))
-        held = self._state.one.value_at(at)  # type: ignore[arg-type]
+            return tuple(sorted(self._key(c) for c in held))
         return () if held is None else (self._key(held),)
 
 
@@ -288,7 +287,7 @@ class Stream:
     seconds, episode, op, confidence in hundredths, the slot's previous delta), each episode its
     instant and actor, each slot its last delta and count; under 40 bytes a delta. ``MemoryDelta``
     and ``Episode`` models are built only for the range asked for. The generator needs each slot's
-    expected state (``sgam.bench.Timeline``): the slots in use are kept in a bounded LRU cache and
+    expected state (an :class:`sgam.oracle.Slot` each): the slots in use are kept in a bounded LRU cache and
     any other is rebuilt from its deltas (following the previous-delta links), so the generated
     data are what the list-keeping version generated, seed for seed.
     """
@@ -361,6 +360,10 @@ class Stream:
 
     # -- slots --------------------------------------------------------------------------------------
 
+    def value_key(self, attribute: int, code: int) -> str:
+        """The value key of a value code."""
+        return SCHEMA.coerce(ATTRIBUTES[attribute], self.codec.decode(attribute, code))[1]
+
     def _subject_id(self, code: int) -> str:
         return self.person(code) if code >= 0 else self.company(-1 - code)
 
@@ -396,7 +399,7 @@ class Stream:
         return out
 
     def _state(self, slot: int, attribute: int, stop: int | None = None) -> _SlotState:
-        state = _SlotState(self._many[attribute])
+        state = _SlotState(self._many[attribute], lambda code: self.value_key(attribute, code))
         for index in self._indices(slot, stop):
             state.apply(self, index)
         return state
@@ -501,11 +504,9 @@ class Stream:
             j = rng.choice(state.indices)
             return "replay", (self._op[j], self._value[j], self._valid_from[j], self._episode[j],
                               self._confidence[j])
-        at = (base - EPOCH) // _MICRO
         if state.many:
-            values, members = self._value, state.members
-            held = [j for j in state.indices
-                    if values[j] != NO_VALUE and (t := members.get(values[j])) is not None and t.value_at(at)]
+            values, members = self._value, state.held(base)
+            held = [j for j in state.indices if values[j] != NO_VALUE and values[j] in members]
             if kind == "retract" and held:
                 return "retract", delta(1, values[rng.choice(held)], base)
             if kind == "reassert" and held:
@@ -515,7 +516,7 @@ class Stream:
                 return "backdated", delta(0, code, backdated())
             return "add", delta(0, draw(base), base)
         if kind == "reassert":
-            current = state.one.value_at(at)  # type: ignore[arg-type]
+            current = state.held(base)
             if current is not None:  # a delta of this slot set it: re-assert that value
                 return "reassert", delta(0, current, base)  # type: ignore[arg-type]
             kind = "change"

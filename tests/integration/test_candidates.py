@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from sgam import AsyncMemoryGraph, Conflict, MemoryDelta, MemoryGraph, NotAllowed, NotFound
 from sgam.cli import app
 from sgam.graph import Status, default_schema
-from tests.oracle import Oracle
+from sgam.oracle import Slot, Statement
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -215,7 +215,7 @@ def test_candidates_in_the_store_match_the_oracle(graph: MemoryGraph, attribute,
     """Random gated sequences, one by one or as one batch, against the oracle."""
     tenant = f"c-{uuid.uuid4().hex[:10]}"
     spec = graph.schema.attribute(attribute)
-    oracle = Oracle(requires=spec.requires, sensitive=spec.sensitive)
+    oracle = Slot(requires=spec.requires, sensitive=spec.sensitive)
     deltas = []
     for op, index, start, with_value, episode_no, allowed in sequence:
         eid = f"e{index}-{start}-{episode_no}"
@@ -230,8 +230,7 @@ def test_candidates_in_the_store_match_the_oracle(graph: MemoryGraph, attribute,
 
     def expect(delta: MemoryDelta, now: datetime):
         try:
-            oracle.apply(delta.op.value, delta.value, delta.valid_from, delta.source_episode_id, now,
-                         delta.asserted_by == "user:mira")
+            oracle.apply(Statement.from_delta(delta), now, delta.asserted_by == "user:mira")
         except refusals as exc:
             return type(exc)
         return None
@@ -250,7 +249,7 @@ def test_candidates_in_the_store_match_the_oracle(graph: MemoryGraph, attribute,
             assert got == expect(delta, graph.clock())
     for valid in range(0, 34, 3):
         answers = [f.value for f in graph.as_of(tenant, "mira", attribute, valid_at=day(valid))]
-        expected = oracle.value(day(valid))
+        expected = oracle.value_at(day(valid))
         assert answers == ([] if expected is None else [expected])
     pending = {f.value: (f.valid_from, len(f.support_episodes)) for f in graph.candidates(tenant)}
     assert pending == oracle.pending()

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgam import AsyncMemoryGraph, Conflict, MemoryDelta, MemoryGraph, SgamError
+from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, SgamError
 from sgam.graph.schema import default_schema
 from sgam.queries import load_queries
-from tests.oracle import Oracle
+from sgam.oracle import Slot, Statement
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 VALUES = [date(2026, 7, 15), date(2026, 6, 30), date(2026, 8, 1)]
@@ -67,15 +67,6 @@ operations = st.lists(
 )
 
 
-def _oracle_apply(oracle: Oracle, delta: MemoryDelta, now: datetime) -> bool:
-    """Apply to the oracle; False where the oracle says the write is a conflict."""
-    try:
-        oracle.apply(delta.op.value, delta.value, delta.valid_from, delta.source_episode_id, now)
-    except Conflict:
-        return False
-    return True
-
-
 def _answers(graph: MemoryGraph, tenant: str, valid: datetime, known: datetime | None = None) -> list:
     return [f.value for f in graph.as_of(tenant, "mira", "passport_deadline", valid_at=valid, known_at=known)]
 
@@ -108,7 +99,7 @@ def test_long_histories_written_in_batches_match_the_oracle(graph: MemoryGraph, 
 
 def _matches_the_oracle(graph: MemoryGraph, sequence, batched: bool, batch: int = 1) -> None:
     tenant = f"p-{uuid.uuid4().hex[:10]}"
-    oracle = Oracle()
+    oracle = Slot()
     deltas = []
     for op, index, start, with_value in sequence:
         eid = f"e{index}-{start}"
@@ -123,31 +114,27 @@ def _matches_the_oracle(graph: MemoryGraph, sequence, batched: bool, batch: int 
         # One transaction: one transaction time, so only the final state is comparable.
         results = graph.write_many(deltas).results
         for delta, result in zip(deltas, results):
-            assert _oracle_apply(oracle, delta, EPOCH) == (not isinstance(result.error, Conflict))
-            assert result.ok or isinstance(result.error, Conflict), result.message
+            assert result.ok, result.message
+            oracle.apply(Statement.from_delta(delta), EPOCH)
     elif batch > 1:
         for start in range(0, len(deltas), batch):
             chunk = deltas[start:start + batch]
             results = graph.write_many(chunk).results
             now = graph.clock()
             for delta, result in zip(chunk, results):
-                assert _oracle_apply(oracle, delta, now) == (not isinstance(result.error, Conflict))
-                assert result.ok or isinstance(result.error, Conflict), result.message
+                assert result.ok, result.message
+                oracle.apply(Statement.from_delta(delta), now)
     else:
         for delta in deltas:
-            try:
-                graph.write(delta)
-                conflict = False
-            except Conflict:
-                conflict = True
+            graph.write(delta)
             checkpoints.append(graph.clock())
-            assert _oracle_apply(oracle, delta, checkpoints[-1]) == (not conflict)
+            oracle.apply(Statement.from_delta(delta), checkpoints[-1])
     for valid in range(0, 34, 3):
-        assert _answers(graph, tenant, day(valid)) == _expected(oracle.value(day(valid)))
+        assert _answers(graph, tenant, day(valid)) == _expected(oracle.value_at(day(valid)))
         for known in checkpoints[::2]:
-            assert _answers(graph, tenant, day(valid), known) == _expected(oracle.value(day(valid), known))
+            assert _answers(graph, tenant, day(valid), known) == _expected(oracle.value_at(day(valid), known))
     current = [f.value for f in graph.current(tenant, "mira", "passport_deadline")]
-    assert current == _expected(oracle.value(graph.clock()))
+    assert current == _expected(oracle.value_at(graph.clock()))
     assert graph.doctor(tenant) == []
     graph.delete_tenant(tenant)
 
@@ -264,9 +251,9 @@ set_histories = st.lists(
 @given(sequence=set_histories, split=st.integers(1, 6))
 def test_set_valued_histories_written_in_batches_match_the_oracle(graph: MemoryGraph, sequence, split) -> None:
     """Of a set, the write path reads the stored versions around each delta's valid_from in the
-    timeline of the member it names; each member must still follow its own oracle."""
+    timeline of the member it names; every member must still follow the oracle."""
     tenant = f"s-{uuid.uuid4().hex[:10]}"
-    oracles = {member: Oracle() for member in MEMBERS}
+    oracle = Slot(many=True)
     deltas = []
     for op, index, start in sequence:
         eid = f"e{index}-{start}"
@@ -278,8 +265,7 @@ def test_set_valued_histories_written_in_batches_match_the_oracle(graph: MemoryG
         results = graph.write_many(chunk).results
         for delta, result in zip(chunk, results):
             assert result.ok, result.message
-            oracles[delta.value].apply(delta.op.value, True, delta.valid_from, delta.source_episode_id,
-                                       graph.clock())
+            oracle.apply(Statement.from_delta(delta), graph.clock())
     for valid in range(0, 34, 2):
         held = sorted(f.value for f in graph.as_of(tenant, "mira", "contact", valid_at=day(valid)))
-        assert held == [m for m in MEMBERS if oracles[m].value(day(valid))], valid
+        assert held == sorted(oracle.value_at(day(valid))), valid

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from sgam.graph import Conflict, Fact, MemoryDelta, NotAllowed, NotFound, Schema, Status, default_schema, reconcile
 from sgam.graph.reconcile import apply_plan
-from tests.oracle import Oracle
+from sgam.oracle import Slot, Statement
 
 SCHEMA = default_schema()
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -63,11 +63,11 @@ def gated_schema(requires: int, sensitive: bool) -> Schema:
 
 
 def run(sequence, attribute: str, values: list, schema: Schema = SCHEMA,
-        ) -> tuple[list[Fact], dict, list[datetime]]:
+        ) -> tuple[list[Fact], Slot, list[datetime]]:
     many = attribute == "contact"
     spec = schema.attribute(attribute)
     rows: list[Fact] = []
-    oracles: dict = {}
+    oracle = Slot(many=many, requires=spec.requires, sensitive=spec.sensitive)
     times: list[datetime] = []
     for step, (op, index, start, with_value, *extra) in enumerate(sequence):
         episode_no, allowed = extra or (0, True)
@@ -82,12 +82,9 @@ def run(sequence, attribute: str, values: list, schema: Schema = SCHEMA,
             valid_from=day(start), source_episode_id=f"e{index}-{start}-{episode_no}", op=op,
             asserted_by="user:mira" if allowed else "agent:guess",
         )
-        oracle = oracles.setdefault(value if many else None,
-                                    Oracle(requires=spec.requires, sensitive=spec.sensitive))
-        expected_value = True if many else send_value
         refused = None
         try:
-            oracle.apply(op, expected_value, day(start), delta.source_episode_id, now, allowed)
+            oracle.apply(Statement.from_delta(delta), now, allowed)
         except (Conflict, NotFound, NotAllowed) as exc:
             refused = type(exc)
         if refused is not None:
@@ -96,7 +93,7 @@ def run(sequence, attribute: str, values: list, schema: Schema = SCHEMA,
             continue
         rows = apply_plan(rows, reconcile(rows, delta, schema, now))
         check_invariant(rows, many)
-    return rows, oracles, times
+    return rows, oracle, times
 
 
 def believed_value(rows: list[Fact], valid_at: datetime, known_at: datetime | None):
@@ -112,29 +109,27 @@ def believed_value(rows: list[Fact], valid_at: datetime, known_at: datetime | No
 def test_cardinality_one_matches_oracle(sequence, replay):
     if replay:
         sequence = sequence + sequence[: len(sequence) // 2]
-    rows, oracles, times = run(sequence, "passport_deadline", VALUES)
-    oracle = oracles.get(None, Oracle())
+    rows, oracle, times = run(sequence, "passport_deadline", VALUES)
     for valid in range(0, 34, 3):
         live = believed_value(rows, day(valid), None)
         assert len(live) <= 1
         got = live[0].value if live else None
-        assert got == oracle.value(day(valid)), (valid, rows)
+        assert got == oracle.value_at(day(valid)), (valid, rows)
         for known in times[:: max(1, len(times) // 4)]:
             live = believed_value(rows, day(valid), known)
             assert len(live) <= 1
-            assert (live[0].value if live else None) == oracle.value(day(valid), known)
+            assert (live[0].value if live else None) == oracle.value_at(day(valid), known)
 
 
 @settings(max_examples=200, deadline=None)
 @given(sequence=ops)
 def test_set_valued_members_match_oracle(sequence):
-    rows, oracles, times = run(sequence, "contact", MEMBERS)
+    rows, oracle, times = run(sequence, "contact", MEMBERS)
     for member in MEMBERS:
-        oracle = oracles.get(member, Oracle())
         for valid in range(0, 34, 3):
             live = [r for r in believed_value(rows, day(valid), None) if r.value == member]
             assert len(live) <= 1
-            assert (True if live else None) == oracle.value(day(valid))
+            assert bool(live) == (member in oracle.value_at(day(valid)))
 
 
 gated_ops = st.lists(
@@ -163,32 +158,28 @@ def pending_rows(rows: list[Fact]) -> dict:
 def test_candidates_match_oracle(sequence, requires, sensitive, replay):
     if replay:
         sequence = sequence + sequence[: len(sequence) // 2]
-    rows, oracles, times = run(sequence, "passport_deadline", VALUES, gated_schema(requires, sensitive))
-    oracle = oracles.get(None, Oracle())
+    rows, oracle, times = run(sequence, "passport_deadline", VALUES, gated_schema(requires, sensitive))
     assert pending_rows(rows) == oracle.pending()
     for valid in range(0, 34, 3):
         live = believed_value(rows, day(valid), None)
         assert len(live) <= 1
-        assert (live[0].value if live else None) == oracle.value(day(valid)), (valid, rows)
+        assert (live[0].value if live else None) == oracle.value_at(day(valid)), (valid, rows)
         for known in times[:: max(1, len(times) // 4)]:
             live = believed_value(rows, day(valid), known)
             assert len(live) <= 1
-            assert (live[0].value if live else None) == oracle.value(day(valid), known)
+            assert (live[0].value if live else None) == oracle.value_at(day(valid), known)
 
 
 @settings(max_examples=150, deadline=None)
 @given(sequence=gated_ops, requires=st.integers(2, 3), sensitive=st.booleans())
 def test_candidate_members_match_oracle(sequence, requires, sensitive):
-    rows, oracles, _ = run(sequence, "contact", MEMBERS, gated_schema(requires, sensitive))
-    pending = pending_rows(rows)
+    rows, oracle, _ = run(sequence, "contact", MEMBERS, gated_schema(requires, sensitive))
+    assert pending_rows(rows) == oracle.pending()
     for member in MEMBERS:
-        oracle = oracles.get(member, Oracle())
-        expected = oracle.pending().get(True)
-        assert pending.get(member) == expected, member
         for valid in range(0, 34, 3):
             live = [r for r in believed_value(rows, day(valid), None) if r.value == member]
             assert len(live) <= 1
-            assert (True if live else None) == oracle.value(day(valid))
+            assert bool(live) == (member in oracle.value_at(day(valid)))
 
 
 def test_candidate_is_promoted_by_the_nth_distinct_episode_not_by_a_replay():
