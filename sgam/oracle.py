@@ -208,6 +208,14 @@ class _Point:
 
 
 def _sweep(points: Iterable[_Point], canonical: Canonical) -> Timeline:
+    function: dict[datetime, Any] = {}
+    for instant, value in _effective(points, canonical):  # at one instant the last appended entry holds
+        function[instant] = value
+    return Timeline.of(function)
+
+
+def _effective(points: Iterable[_Point], canonical: Canonical) -> list[list[Any]]:
+    """The list E of the specification: effective change points [instant, value], in order."""
     effective: list[list[Any]] = []          # [instant, value]; value None = nothing
     for point in sorted(points, key=lambda p: p.order(canonical)):
         last = effective[-1][1] if effective else None
@@ -222,10 +230,7 @@ def _sweep(points: Iterable[_Point], canonical: Canonical) -> Timeline:
             effective[-1][1] = point.value
         else:
             effective.append([point.instant, point.value])
-    function: dict[datetime, Any] = {}
-    for instant, value in effective:         # at one instant the last appended entry holds
-        function[instant] = value
-    return Timeline.of(function)
+    return effective
 
 
 def _interval_order(statement: Statement, canonical: Canonical) -> tuple:
@@ -290,13 +295,13 @@ def _many(statements: list[Statement], canonical: Canonical) -> SetTimeline:
 
 
 def _cancelled_start(points: list[_Point], correction: Statement, canonical: Canonical) -> datetime:
-    """The instant of the membership in force where ``correction`` falls on the replaced member's
-    own sweep, or the correction's ``valid_from`` when none is."""
+    """The instant of the change point in force where ``correction`` falls on the replaced
+    member's own sweep (an entry of E, not the start of its run: a re-assert is a change point of
+    its own), or the correction's ``valid_from`` when no membership is in force."""
     position = (correction.valid_from, *correction.tie_order(canonical))
-    line = _sweep((p for p in points if p.order(canonical) < position), canonical)
-    in_force = [(start, value) for start, value in line.points if start <= correction.valid_from]
-    if in_force and in_force[-1][1] is not None:
-        return in_force[-1][0]
+    effective = _effective((p for p in points if p.order(canonical) < position), canonical)
+    if effective and effective[-1][1] is not None:
+        return effective[-1][0]
     return correction.valid_from
 
 
