@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgam.graph import Conflict, Fact, MemoryDelta, NotAllowed, NotFound, Schema, Status, default_schema, reconcile
-from sgam.graph.reconcile import apply_plan
+from sgam.graph.reconcile import Point, apply_plan
 from sgam.oracle import Slot, Statement
 
 SCHEMA = default_schema()
@@ -67,6 +67,7 @@ def run(sequence, attribute: str, values: list, schema: Schema = SCHEMA,
     many = attribute == "contact"
     spec = schema.attribute(attribute)
     rows: list[Fact] = []
+    points: list[Point] = []  # the slot's ledger, kept beside its rows as the store keeps it
     oracle = Slot(many=many, requires=spec.requires, sensitive=spec.sensitive)
     times: list[datetime] = []
     for step, (op, index, start, with_value, *extra) in enumerate(sequence):
@@ -89,9 +90,11 @@ def run(sequence, attribute: str, values: list, schema: Schema = SCHEMA,
             refused = type(exc)
         if refused is not None:
             with pytest.raises(refused):
-                reconcile(rows, delta, schema, now)
+                reconcile(rows, delta, schema, now, statements=points)
             continue
-        rows = apply_plan(rows, reconcile(rows, delta, schema, now))
+        plan = reconcile(rows, delta, schema, now, statements=points)
+        rows = apply_plan(rows, plan)
+        points = [*points, *plan.statements]
         check_invariant(rows, many)
     return rows, oracle, times
 
