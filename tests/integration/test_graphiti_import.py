@@ -216,7 +216,7 @@ def test_round_trip_and_reimport_changes_nothing(graph: MemoryGraph, tenant: str
 
 def test_dry_run_writes_nothing(graph: MemoryGraph, tenant: str, written: Written) -> None:
     report = graph.import_graphiti(MAPPING, tenant, group_ids=[written.group], dry_run=True)
-    assert report.deltas == 8 and report.episodes["planned"] == 5
+    assert report.deltas == 6 and report.episodes["planned"] == 5
     assert graph.current(tenant, "mira") == []
     assert graph.query("residue", tenant=tenant, subject="mira") == []
 
