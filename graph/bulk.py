@@ -38,11 +38,12 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar, overload
 
 from .errors import Conflict, InvalidDelta, SchemaViolation
 from .models import MemoryDelta
+from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
 from .writes import BatchResult, DeltaResult, Records, Statement, _entities_of, _Prepared, mentions_of, prepare, \
     write_steps
@@ -364,11 +365,12 @@ ChunkSteps = Generator[Statement, Records, tuple[BatchResult, dict[str, int]]]
 
 
 def chunk_steps(ready: Sequence[_Prepared], schema: Schema, clock: Callable[[], datetime],
-                step: RunStep) -> ChunkSteps:
+                step: RunStep, max_future: timedelta = DEFAULT_MAX_FUTURE) -> ChunkSteps:
     """One chunk's transaction: the ordinary write (its checks done by :func:`check_steps`), the
     chunk's ``MENTIONS`` links, and the run's advance past it (so a committed chunk is recorded).
     Returns the batch and the run's outcome tallies after it."""
-    batch = yield from write_steps(ready, (), schema, clock, True, checked=True, mentions=False)
+    batch = yield from write_steps(ready, (), schema, clock, True, checked=True, mentions=False,
+                                   max_future=max_future)
     links = mentions_of(ready)
     if links:
         yield Statement(MERGE_MENTIONS, {"mentions": links})
@@ -642,6 +644,7 @@ def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callab
                     chunk_size: int = DEFAULT_CHUNK,
                     on_progress: Callable[[int, int], None] | None = None,
                     on_unfinished: OnUnfinished = "resume",
+                    max_future: timedelta = DEFAULT_MAX_FUTURE,
                     ) -> Generator[ImportRequest, object, ImportResult]:
     """The whole import (see the module docstring) as requests to a driver, so that the sync and
     the async store run the same plan, checks, run record, chunks and undo."""
@@ -667,7 +670,7 @@ def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callab
         for number, chunk in enumerate(plan.chunks(first), start=first):
             ready = prepare_all(deltas, chunk, schema)
             step = RunStep(run["id"], plan.tenants, number, done + len(chunk), tallies)
-            batch, tallies = yield ("write", lambda: chunk_steps(ready, schema, clock, step))  # type: ignore[misc]
+            batch, tallies = yield ("write", lambda: chunk_steps(ready, schema, clock, step, max_future))  # type: ignore[misc]
             outcomes.record(batch.results)
             done = step.deltas_done
             del ready

@@ -422,7 +422,8 @@ class Store(_Base):
         never copied, so a lazy sequence that builds each delta on access keeps memory bounded.
         ``on_progress(done, total)`` is called after each chunk with counts of deltas.
         """
-        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress, on_unfinished)
+        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress, on_unfinished,
+                                   self.max_future)
         try:
             request = next(requests)
             while True:
@@ -505,7 +506,8 @@ class AsyncStore(_Base):
                              on_progress: Callable[[int, int], None] | None = None,
                              on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """The async twin of :meth:`Store.import_history` (the same plan, run record and chunks)."""
-        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress, on_unfinished)
+        requests = import_requests(deltas, self.schema, self.clock, chunk_size, on_progress, on_unfinished,
+                                   self.max_future)
         try:
             request = next(requests)
             while True:
