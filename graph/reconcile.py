@@ -232,6 +232,9 @@ def _timeline(steps: list[tuple[Point, str, str | None]], intervals: list[Point]
     return entries
 
 
+_KIND = {Op.ASSERT.value: "set", Op.CORRECT.value: "correct", Op.RETRACT.value: "clear"}
+
+
 def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
     """The believed versions the ``points`` of one slot derive (see the module docstring)."""
     points = list(points)
@@ -247,9 +250,6 @@ def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
     support = _Supporters(points)
     return [Run(start, end, vkey, opener, support.of(start, end, vkey))
             for start, end, vkey, opener in runs]
-
-
-_KIND = {Op.ASSERT.value: "set", Op.CORRECT.value: "correct", Op.RETRACT.value: "clear"}
 
 
 def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
