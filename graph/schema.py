@@ -69,6 +69,9 @@ class AttributeSpec(_Spec):
     fact's subject (the default ``user:{subject}`` is the subject itself), or a prefix ending in
     ``*`` (``agent:*``). ``confirmers`` only bind sensitive attributes: any actor may confirm a
     candidate that merely waits for recurrence.
+
+    ``max_future_days``: how far after now a ``valid_from`` (a scheduled change) may lie before it
+    is refused as absurd; unset, the store's setting (``SGAM_MAX_FUTURE_DAYS``, 36,500) applies.
     """
 
     value_type: ValueType
