@@ -22,7 +22,7 @@ from sgam import bench, bench_scale
 # stream generated them before it was made compact (seed 7, final size 1M: the default run's
 # stream; its first 6,000 deltas and the 626 episodes they cite). The deltas' digest was re-pinned
 # when MemoryDelta gained valid_to and replaces (both null here; the deltas are the same).
-PINNED_DELTAS = "821368a76e525aa6d10bbb7bac72dfe3b9a07d25d60a251592eeeef6bbb9f147"
+PINNED_DELTAS = "f7cb4ff581748fe9aebe10408d6409483ca12501f3dc559e8b88708333ea41ec"
 PINNED_EPISODES = "f47e41545178910e1111c63682b6fe6812fabb75e1b09f18c8f41818364aac57"
 PINNED_OPS = {"add": 546, "backdated": 415, "change": 1334, "correct": 230, "create": 2418,
               "reassert": 601, "replay": 185, "retract": 271}
