@@ -254,8 +254,9 @@ def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
 
 def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
     """A set's timelines, one per member. A ``correct`` with ``replaces`` cancels the membership
-    of ``replaces`` in force at its instant and sets its own member from that membership's start,
-    found before any such derived point is added (chains of corrections cannot loop)."""
+    of ``replaces`` in force at its instant and sets its own member from that membership's change
+    point, found on the member's own statements (its asserts, retracts and plain corrects) before
+    any correction's point is added, so chains of corrections cannot loop."""
     own: dict[str, list[tuple[Point, str, str | None]]] = {}
     intervals: dict[str, list[Point]] = {}
     for p in points:
@@ -274,7 +275,9 @@ def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
         for index, (p, kind, _) in enumerate(ordered):
             if kind != "correct":
                 continue
-            held = _in_force(_sweep(ordered[:index]), p.at)
+            # on the member's own statements only: the other corrections that replace it are
+            # left out of the look-up, as the derived points are
+            held = _in_force(_sweep([x for x in ordered[:index] if not x[0].replaces_key]), p.at)
             at = held.at if held is not None and held.value_key is not None else p.at
             derived.setdefault(p.value_key, []).append((replace(p, at=at), "set", p.value_key))
     members = set(own) | set(intervals) | set(derived)
@@ -334,7 +337,6 @@ class WritePlan:
     support: tuple[str, ...] = ()
     statements: tuple[Point, ...] = ()
     message: str = ""
-    runs: tuple[Run, ...] | None = None  # the slot's believed runs after the plan, when derived
 
     @property
     def changes_anything(self) -> bool:
@@ -403,7 +405,6 @@ def reconcile(
     now: datetime,
     *,
     statements: Sequence[Point] | None = None,
-    derived: Sequence[Run] | None = None,
     applied: Collection[str] = frozenset(),
     applied_only: bool = False,
     max_future: timedelta = DEFAULT_MAX_FUTURE,
@@ -417,8 +418,7 @@ def reconcile(
     the believed rows (:func:`points_from_rows`), which must then be complete, and the plan's
     ``statements`` carry it. ``applied`` holds idempotency keys stored elsewhere, so a replayed
     delta is recognised; ``applied_only`` says it holds those of ``existing`` and ``statements``
-    too. ``derived``: :func:`believed_runs` of ``statements``, if the caller has it (a plan's
-    ``runs``), so it is not derived again. ``max_future``: the horizon for ``valid_from`` (the attribute's ``max_future_days``
+    too. ``max_future``: the horizon for ``valid_from`` (the attribute's ``max_future_days``
     wins). Raises :class:`InvalidDelta`, :class:`Conflict` or
     :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen; a ``confirm``
     may also raise :class:`NotAllowed` or :class:`NotFound`.
@@ -449,8 +449,7 @@ def reconcile(
     pending = sorted((r for r in existing if r.expired_at is None and r.status is Status.CANDIDATE),
                      key=lambda r: (r.valid_from, r.value_key))
     candidate = next((r for r in pending if r.value_key == vkey), None) if vkey else None
-    slot = _Slot(base, believed, list(statements), seeded, many, schema, spec,
-                 None if seeded or derived is None else list(derived))
+    slot = _Slot(base, believed, list(statements), seeded, many, schema, spec)
     if delta.op is Op.CONFIRM:
         return _confirm(slot, pending, delta, vkey)
     if delta.op is Op.RETRACT and candidate is not None:
@@ -508,38 +507,35 @@ def _checked_replaces(delta: MemoryDelta, schema: Schema, spec: AttributeSpec,
 
 
 class _Slot:
-    """One slot while a delta is planned: its believed confirmed rows and its statements."""
+    """One slot while a delta is planned: its believed confirmed rows and its statements.
+
+    The rows are the runs the statements derive (the write path keeps it so), so what held before
+    the delta is read from them, and only the timeline after it is derived.
+    """
 
     def __init__(self, base: WritePlan, rows: list[Fact], points: list[Point],
-                 seeded: tuple[Point, ...], many: bool, schema: Schema, spec: AttributeSpec,
-                 runs: list[Run] | None = None) -> None:
+                 seeded: tuple[Point, ...], many: bool, schema: Schema, spec: AttributeSpec) -> None:
         self.base, self.rows, self.points, self.seeded = base, rows, points, seeded
         self.many, self.schema, self.spec = many, schema, spec
-        self._runs = runs
 
-    @property
-    def runs(self) -> list[Run]:
-        if self._runs is None:
-            self._runs = believed_runs(self.points, self.many)
-        return self._runs
-
-    def holding(self, vkey: str, instant: datetime) -> Run | None:
-        """The run holding at ``instant``: the slot's, or for a set the member ``vkey``'s."""
-        runs = [r for r in self.runs if r.value_key == vkey] if self.many else self.runs
-        return value_at(runs, instant)
+    def holding(self, vkey: str, instant: datetime) -> Fact | None:
+        """The row holding at ``instant``: the slot's, or for a set the member ``vkey``'s."""
+        for row in self.rows:
+            if (not self.many or row.value_key == vkey) and row.valid_from <= instant \
+                    and (row.valid_to is None or instant < row.valid_to):
+                return row
+        return None
 
     def holds(self, vkey: str, instant: datetime) -> bool:
-        run = self.holding(vkey, instant)
-        return run is not None and run.value_key == vkey
+        row = self.holding(vkey, instant)
+        return row is not None and row.value_key == vkey
 
     def add(self, point: Point, values: dict[str, Any], *, outcome: str | None = None,
             carried: Fact | None = None, confirmer: str | None = None) -> WritePlan:
         """The plan that adds ``point`` (``values``: typed values known by value key)."""
-        before = self.runs
         held = self.holding(point.value_key, point.at)
         after = believed_runs([*self.points, point], self.many)
         base = replace(self.base, statements=(*self.seeded, point))
-        unchanged = {(r.start, r.end, r.value_key) for r in before}
         by_interval = {(r.valid_from, r.valid_to, r.value_key): r for r in self.rows}
         kept: dict[tuple[Any, ...], str] = {}
         for run in after:
@@ -561,13 +557,25 @@ class _Slot:
             ids[(run.start, run.end, run.value_key)] = props["memory_id"]
             create.append(props)
         self._link(create, after, ids)
-        changed = {(r.start, r.end, r.value_key) for r in after} != unchanged
+        changed = bool(expire or create)
         if outcome is None:
             outcome = self._outcome(point, held, changed, bool(support))
         return replace(base, outcome=outcome, expire=expire, create=tuple(create), support=support,
-                       message=_message(outcome, held, self.rows), runs=tuple(after))
+                       message=self._message(outcome, held))
 
-    def _outcome(self, point: Point, held: Run | None, changed: bool, supported: bool) -> str:
+    def _message(self, outcome: str, held: Fact | None) -> str:
+        if outcome == "kept":
+            return "kept as a change point; it changes nothing believed now"
+        if outcome == "supported":
+            return "the same value already holds; its support grew"
+        if held is None:
+            return outcome
+        # A row known by its outline has no value: the statements have it.
+        value = held.value if "value" in vars(held) else next(
+            (p.value for p in self.points if p.value_key == held.value_key), None)
+        return f"{outcome}; previous version {held.memory_id} (value {value!r})"
+
+    def _outcome(self, point: Point, held: Fact | None, changed: bool, supported: bool) -> str:
         if not changed:
             return "supported" if supported else "kept"
         if point.op == Op.RETRACT.value:
@@ -658,19 +666,6 @@ def _overlaps(a_start: datetime, a_end: datetime | None, b_start: datetime, b_en
     return (b_end is None or a_start < b_end) and (a_end is None or b_start < a_end)
 
 
-def _message(outcome: str, held: Run | None, rows: Sequence[Fact]) -> str:
-    if outcome == "kept":
-        return "kept as a change point; it changes nothing believed now"
-    if outcome == "supported":
-        return "the same value already holds; its support grew"
-    if held is None:
-        return outcome
-    row = next((r for r in rows if r.valid_from <= held.start and r.value_key == held.value_key
-                and (r.valid_to is None or held.start < r.valid_to)), None)
-    name = f"{row.memory_id} " if row is not None else ""
-    return f"{outcome}; previous version {name}(value {held.opener.value!r})".replace("  ", " ")
-
-
 def _propose(slot: _Slot, pending: list[Fact], candidate: Fact | None, delta: MemoryDelta,
              value: Any, vkey: str) -> WritePlan:
     """A gated value that does not hold yet: open or support its candidate, promoting at N."""
@@ -711,10 +706,8 @@ def _confirm(slot: _Slot, pending: list[Fact], delta: MemoryDelta, vkey: str) ->
                        "name the value to confirm")
     held = slot.holding(vkey, delta.valid_from)
     if vkey and held is not None and held.value_key == vkey:
-        row = next((r for r in slot.rows if r.value_key == vkey and r.valid_from == held.start), None)
-        if row is not None:
-            return replace(slot.base, outcome="supported", support=(row.memory_id,), statements=slot.seeded,
-                           message="the value is already confirmed; its support grew")
+        return replace(slot.base, outcome="supported", support=(held.memory_id,), statements=slot.seeded,
+                       message="the value is already confirmed; its support grew")
     asked = f"with value {delta.value!r} " if vkey else ""
     raise NotFound(f"no candidate {asked}is pending for {where}; pending candidates: {listed}")
 

@@ -26,14 +26,14 @@ import gc
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
 from .models import Cardinality, Fact, MemoryDelta, Status
-from .reconcile import DEFAULT_MAX_FUTURE, Point, Run, apply_plan, delta_key, points_from_rows, reconcile
+from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
 
 Records = list[dict[str, Any]]
@@ -430,7 +430,6 @@ class _Locked:
     # The slots' ledgers; a slot missing here has none yet (its rows were written before ledgers).
     points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
     new_points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
-    runs: dict[tuple[str, str, str], tuple[Run, ...]] = field(default_factory=dict)  # derived from points
     subject_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     row_ids: dict[str, str] = field(default_factory=dict)
     applied: set[str] = field(default_factory=set)
@@ -499,15 +498,36 @@ def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
     return locked
 
 
+@dataclass
+class _OutlineRow:
+    """A confirmed believed row known by its outline: what reconcile and ``apply_plan`` read of it
+    (a ``Fact`` costs more to build than the rest of a delta's planning)."""
+
+    memory_id: str
+    tenant_id: str
+    subject: str
+    attribute: str
+    valid_from: datetime
+    valid_to: datetime | None
+    value_key: str
+    status: Status = Status.CONFIRMED
+    expired_at: datetime | None = None
+    expired_by_episode_id: str | None = None
+    expired_by_delta_key: str | None = None
+    support_count: int = 1
+    support_episodes: tuple[str, ...] = ()
+    delta_keys: tuple[str, ...] = ()
+    last_confirmed_at: datetime | None = None
+
+    def model_copy(self, update: dict[str, Any]) -> _OutlineRow:
+        return replace(self, **update)
+
+
 def _outline_row(eid: str, tenant: str, subject: str, attribute: str, valid_from: str,
                  valid_to: str | None, value_key: str, memory_id: str) -> Fact:
-    """A confirmed believed row known by its outline: what reconcile's diff reads of it."""
-    return Fact.model_construct(
-        memory_id=memory_id, tenant_id=tenant, subject=subject, attribute=attribute,
-        valid_from=datetime.fromisoformat(valid_from),
-        valid_to=None if valid_to is None else datetime.fromisoformat(valid_to),
-        value_key=value_key, status=Status.CONFIRMED, expired_at=None,
-    )
+    row = _OutlineRow(memory_id, tenant, subject, attribute, datetime.fromisoformat(valid_from),
+                      None if valid_to is None else datetime.fromisoformat(valid_to), value_key)
+    return row  # type: ignore[return-value]  # read like a Fact by reconcile and apply_plan
 
 
 @contextmanager
@@ -546,8 +566,7 @@ def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: dateti
     rows = slots.get(delta.key, [])
     try:
         plan = reconcile(rows, delta, schema, now, statements=locked.points.get(delta.key),
-                         derived=locked.runs.get(delta.key), applied=locked.applied, applied_only=True,
-                         max_future=max_future)
+                         applied=locked.applied, applied_only=True, max_future=max_future)
     except SgamError as exc:
         return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
     # ``locked.applied`` stays the set of every key the slot's rows and statements carry.
@@ -557,10 +576,6 @@ def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: dateti
     if plan.statements:
         locked.points.setdefault(delta.key, []).extend(plan.statements)
         locked.new_points.setdefault(delta.key, []).extend(plan.statements)
-    if plan.runs is not None:
-        locked.runs[delta.key] = plan.runs
-    elif plan.statements:
-        locked.runs.pop(delta.key, None)
     new_rows = apply_plan(rows, plan)
     slots[delta.key] = new_rows
     for memory_id in plan.support:
