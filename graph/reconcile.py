@@ -61,6 +61,8 @@ attribute option ``max_future_days`` change it."""
 # At one instant: retracts first (a retract at t ends what held before t, so an end and a start at
 # the same instant meet, as [a, t) and [t, b) do), then asserts, then corrections.
 _RANK = {Op.RETRACT.value: 0, Op.ASSERT.value: 1, Op.CORRECT.value: 2}
+# The ops as the ledger stores them (plain strings: the derivation compares them per statement).
+_ASSERT, _CORRECT, _RETRACT = Op.ASSERT.value, Op.CORRECT.value, Op.RETRACT.value
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,7 @@ def _timeline(steps: list[tuple[Point, str, str | None]], intervals: list[Point]
               member: str | None) -> list[_Entry]:
     entries = _sweep(steps)
     for point in sorted(intervals, key=lambda p: (p.at, -p.until.timestamp(), *p.order()[1:])):  # type: ignore[union-attr]
-        if point.op == Op.ASSERT.value:
+        if point.op == _ASSERT:
             entries = _overlay(entries, point, point.value_key, None)
         else:  # a retract: of everything, or of its value only (a set's member: its timeline)
             only = None if member is not None or not point.value_key else point.value_key
@@ -232,14 +234,14 @@ def _timeline(steps: list[tuple[Point, str, str | None]], intervals: list[Point]
     return entries
 
 
-_KIND = {Op.ASSERT.value: "set", Op.CORRECT.value: "correct", Op.RETRACT.value: "clear"}
+_KIND = {_ASSERT: "set", _CORRECT: "correct", _RETRACT: "clear"}
 
 
 def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
     """The believed versions the ``points`` of one slot derive (see the module docstring)."""
     points = list(points)
     if not many:
-        steps = [(p, _KIND[p.op] if p.op != Op.RETRACT.value or not p.value_key else "clear_if",
+        steps = [(p, _KIND[p.op] if p.op != _RETRACT or not p.value_key else "clear_if",
                   p.value_key or None) for p in points if p.until is None]
         runs = _runs(_timeline(steps, [p for p in points if p.until is not None], None))
     else:
@@ -262,10 +264,10 @@ def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
     for p in points:
         if p.until is not None:
             intervals.setdefault(p.value_key, []).append(p)
-        elif p.op == Op.CORRECT.value and p.replaces_key:
+        elif p.op == _CORRECT and p.replaces_key:
             own.setdefault(p.replaces_key, []).append((p, "correct", None))
             own.setdefault(p.value_key, [])
-        elif p.op == Op.RETRACT.value:
+        elif p.op == _RETRACT:
             own.setdefault(p.value_key, []).append((p, "clear", None))
         else:
             own.setdefault(p.value_key, []).append((p, "set", p.value_key))
@@ -293,7 +295,7 @@ class _Supporters:
         self.points: dict[str, list[Point]] = {}
         self.intervals: dict[str, list[Point]] = {}
         for p in sorted(points, key=lambda p: p.at):
-            if p.op == Op.RETRACT.value:
+            if p.op == _RETRACT:
                 continue
             if p.until is not None:
                 self.intervals.setdefault(p.value_key, []).append(p)

@@ -202,13 +202,16 @@ MATCH (e:Entity) WHERE elementId(e) = id
 SET e.updated_at = $now
 """
 
-# The statements a batch adds to each slot's ledger (docs/temporal-semantics.md). The subject is
-# locked, so no other transaction creates the same ledger meanwhile.
+# The statements a batch adds to each slot's ledger (docs/temporal-semantics.md), and the
+# subject's updated_at. The subject is locked, so no other transaction creates the same ledger.
 APPEND_LEDGERS = """
 UNWIND $ledgers AS x
 MERGE (l:Ledger {tenant_id: x.tenant_id, subject: x.subject, attribute: x.attribute})
   ON CREATE SET l.points = []
 SET l.points = l.points + x.points, l.updated_at = $now
+WITH x WHERE x.eid IS NOT NULL
+MATCH (e:Entity) WHERE elementId(e) = x.eid
+SET e.updated_at = $now
 """
 
 # One statement per batch for all attributes: the relationship type is a row's ``rel_type``
@@ -635,12 +638,18 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
             entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}",
                          caption=_caption(row.value))
             attribute_rows.append(entry)
-    ledgers = [{"tenant_id": t, "subject": subject, "attribute": a, "points": [p.to_json() for p in points]}
-               for (t, subject, a), points in sorted(locked.new_points.items())]
-    changed = {(t, subject) for t, subject, _ in locked.new_points}
-    changed.update((final[m].tenant_id, final[m].subject) for m in touched if m in final)
+    # Each changed subject's updated_at is set once: with its first ledger, or on its own.
+    stamped: set[tuple[str, str]] = set()
+    ledgers = []
+    for (t, subject, a), points in sorted(locked.new_points.items()):
+        first = (t, subject) not in stamped
+        stamped.add((t, subject))
+        ledgers.append({"tenant_id": t, "subject": subject, "attribute": a,
+                        "points": [p.to_json() for p in points],
+                        "eid": locked.subject_ids.get((t, subject)) if first else None})
+    changed = {(final[m].tenant_id, final[m].subject) for m in touched if m in final}
     changed.update((p["tenant_id"], p["subject"]) for p in creates)
-    subjects = sorted(locked.subject_ids[k] for k in changed if k in locked.subject_ids)
+    subjects = sorted(locked.subject_ids[k] for k in changed - stamped if k in locked.subject_ids)
     return _Rows(updates, attribute_rows, relation_rows, ledgers, subjects)
 
 
