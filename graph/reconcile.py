@@ -65,7 +65,7 @@ _RANK = {Op.RETRACT.value: 0, Op.ASSERT.value: 1, Op.CORRECT.value: 2}
 _ASSERT, _CORRECT, _RETRACT = Op.ASSERT.value, Op.CORRECT.value, Op.RETRACT.value
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__
 class Point:
     """One accepted statement about a slot, as kept in the slot's ledger.
 
@@ -130,7 +130,7 @@ class Point:
         return self.episodes or (self.episode,)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Run:
     """A believed version derived from the points: ``value_key`` holds on ``[start, end)``."""
 
@@ -141,7 +141,7 @@ class Run:
     support: tuple[Point, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     at: datetime
     value_key: str | None
