@@ -188,3 +188,56 @@ def test_future_valid_from_within_tolerance_is_not_current_yet(graph: MemoryGrap
 def test_empty_history_is_an_empty_answer(graph: MemoryGraph, tenant: str, attribute: str) -> None:
     assert graph.current(tenant, "nobody", attribute) == []
     assert graph.history(tenant, "nobody", attribute) == []
+
+
+def believed(graph: MemoryGraph, tenant: str, attribute: str) -> list[tuple]:
+    return sorted((f.valid_from, f.valid_to, f.value) for f in graph.history(tenant, "mira", attribute)
+                  if f.expired_at is None)
+
+
+def test_a_backdated_assert_ends_at_a_later_restatement_of_the_value_it_interrupts(
+        graph: MemoryGraph, tenant: str) -> None:
+    """DESIGN: A from Jan 1, A again from Mar 1, then a late B from Feb 1: the Mar 1 statement
+    said A held on Mar 1, so B ends there; the order of arrival does not matter."""
+    episode(graph, tenant, "e1", utc(2026, 3, 1))
+    for when in (utc(2026, 1, 1), utc(2026, 3, 1)):
+        write(graph, tenant, "e1", "A-city", when, attribute="home_city")
+    assert write(graph, tenant, "e1", "B-city", utc(2026, 2, 1), attribute="home_city").outcome == "changed"
+    assert believed(graph, tenant, "home_city") == [
+        (utc(2026, 1, 1), utc(2026, 2, 1), "A-city"), (utc(2026, 2, 1), utc(2026, 3, 1), "B-city"),
+        (utc(2026, 3, 1), None, "A-city")]
+
+
+def test_correct_replaces_the_change_point_in_force_and_keeps_the_old_belief(
+        graph: MemoryGraph, tenant: str) -> None:
+    episode(graph, tenant, "e1", utc(2026, 3, 1))
+    write(graph, tenant, "e1", "Lisbon", utc(2026, 1, 1), attribute="home_city")
+    write(graph, tenant, "e1", "Lisbon", utc(2026, 3, 1), attribute="home_city")
+    before = graph.clock()
+    assert write(graph, tenant, "e1", "Porto", utc(2026, 2, 1), attribute="home_city",
+                 op="correct").outcome == "corrected"
+    # Jan 1's Lisbon was never true; Mar 1's Lisbon was said on its own and stands.
+    assert believed(graph, tenant, "home_city") == [
+        (utc(2026, 1, 1), utc(2026, 3, 1), "Porto"), (utc(2026, 3, 1), None, "Lisbon")]
+    old = graph.as_of(tenant, "mira", "home_city", valid_at=utc(2026, 2, 1), known_at=before)
+    assert values(old) == ["Lisbon"]
+
+
+def test_an_interval_holds_only_inside_it_and_an_end_meets_a_start(graph: MemoryGraph, tenant: str) -> None:
+    episode(graph, tenant, "e1", utc(2026, 6, 1))
+    write(graph, tenant, "e1", "Lisbon", utc(2026, 1, 1), attribute="home_city")
+    graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Paris",
+                valid_from=utc(2026, 5, 1), valid_to=utc(2026, 5, 10), source_episode_id="e1")
+    assert believed(graph, tenant, "home_city") == [
+        (utc(2026, 1, 1), utc(2026, 5, 1), "Lisbon"), (utc(2026, 5, 1), utc(2026, 5, 10), "Paris"),
+        (utc(2026, 5, 10), None, "Lisbon")]
+    # A retract of Lisbon at Jun 1 and Lisbon again from Jun 1 meet: Lisbon goes on.
+    write(graph, tenant, "e1", "Lisbon", utc(2026, 6, 1), attribute="home_city", op="retract")
+    write(graph, tenant, "e1", "Lisbon", utc(2026, 6, 1), attribute="home_city")
+    assert believed(graph, tenant, "home_city")[-1] == (utc(2026, 5, 10), None, "Lisbon")
+    # An interval retract clears just its interval.
+    graph.write(tenant_id=tenant, subject="mira", attribute="home_city", op="retract",
+                valid_from=utc(2026, 2, 1), valid_to=utc(2026, 3, 1), source_episode_id="e1")
+    assert believed(graph, tenant, "home_city")[:2] == [
+        (utc(2026, 1, 1), utc(2026, 2, 1), "Lisbon"), (utc(2026, 3, 1), utc(2026, 5, 1), "Lisbon")]
+    assert graph.doctor(tenant) == []
