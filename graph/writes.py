@@ -134,7 +134,7 @@ UNWIND $subjects AS s
 MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
   ON CREATE SET e:$(s.type), e.type = s.type, e.name = s.name, e.created_at = $now
 // The write lock on the subject, leaving no trace: a batch that changes nothing (a replay)
-// changes no property; ``TOUCH_SUBJECTS`` stamps the subjects whose facts did change.
+// changes no property; the write step stamps updated_at on the subjects it did change.
 SET e._lock = true
 REMOVE e._lock
 WITH e, s
