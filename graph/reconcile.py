@@ -536,7 +536,7 @@ class _Slot:
             carried: Fact | None = None, confirmer: str | None = None) -> WritePlan:
         """The plan that adds ``point`` (``values``: typed values known by value key)."""
         held = self.holding(point.value_key, point.at)
-        after = believed_runs([*self.points, point], self.many)
+        after = self._after(point, held)
         base = replace(self.base, statements=(*self.seeded, point))
         by_interval = {(r.valid_from, r.valid_to, r.value_key): r for r in self.rows}
         kept: dict[tuple[Any, ...], str] = {}
@@ -564,6 +564,32 @@ class _Slot:
             outcome = self._outcome(point, held, changed, bool(support))
         return replace(base, outcome=outcome, expire=expire, create=tuple(create), support=support,
                        message=self._message(outcome, held))
+
+    def _after(self, point: Point, held: Fact | None) -> list[Run]:
+        """The runs after adding ``point``.
+
+        Nothing before the start ``s`` of the run holding at the point's instant (or the instant
+        itself, in a gap) can change, so only the statements from ``s`` on are swept, and the rows
+        before ``s`` stand as they are. That needs a fresh start at ``s``: no row may end exactly
+        there (a run there could merge with it), the point may not fall on ``s`` itself, and no
+        interval or correction with ``replaces`` (whose reach is not local) may be in the slot;
+        otherwise the whole slot is derived.
+        """
+        start = held.valid_from if held is not None else point.at
+        local = point.until is None and not point.replaces_key and (held is None or start < point.at) and not any(
+            p.until is not None or p.replaces_key for p in self.points)
+        mine = [r for r in self.rows if not self.many or r.value_key == point.value_key]
+        if not local or any(r.valid_to == start for r in mine):
+            return believed_runs([*self.points, point], self.many)
+        if self.many:
+            points = [p for p in self.points if p.value_key == point.value_key and p.at >= start]
+            others = [r for r in self.rows if r.value_key != point.value_key]
+        else:
+            points = [p for p in self.points if p.at >= start]
+            others = []
+        before = [Run(r.valid_from, r.valid_to, r.value_key, point) for r in mine if r.valid_from < start]
+        kept = [Run(r.valid_from, r.valid_to, r.value_key, point) for r in others]
+        return before + kept + believed_runs([*points, point], self.many)
 
     def _message(self, outcome: str, held: Fact | None) -> str:
         if outcome == "kept":
