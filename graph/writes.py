@@ -337,6 +337,12 @@ def write_steps(
             if atomic and not result.ok:
                 raise result.error  # type: ignore[misc]
         rows = _rows(locked, creates, touched, schema, now)
+        # What planning read is not needed to write: let it go before the collector runs again,
+        # so that it does not find a batch's worth of statements and rows still alive.
+        locked.slots.clear()
+        locked.points.clear()
+        locked.new_points.clear()
+        del creates, touched
     yield from _persist(prepared, locked, rows, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
