@@ -615,51 +615,14 @@ class _Slot:
 
     def _props(self, run: Run, values: dict[str, Any], carried: Fact | None,
                confirmer: str | None) -> dict[str, Any]:
-        opener, spec, base = run.opener, self.spec, self.base
+        opener, base = run.opener, self.base
         if run.value_key in values:
             value = values[run.value_key]
         else:
             value = self.schema.coerce(base.attribute, opener.value if opener.value_key == run.value_key
                                        else opener.replaces)[0]
             values[run.value_key] = value
-        episodes: list[str] = []
-        keys: list[str] = []
-        count = 0
-        for p in sorted(run.support, key=Point.order):
-            episodes += [e for e in p.supporting_episodes if e not in episodes]
-            keys += [k for k in p.supporting_keys if k not in keys]
-            count += p.support
-        props = {
-            "memory_id": new_memory_id(),
-            "tenant_id": base.tenant_id,
-            "subject": base.subject,
-            "attribute": base.attribute,
-            "value": value,
-            "value_key": run.value_key,
-            "value_type": spec.value_type,
-            "kind": base.kind,
-            "memory_type": spec.memory_type,
-            "schema_version": opener.schema_version or self.schema.version,
-            "valid_from": run.start,
-            "valid_to": run.end,
-            "recorded_at": base.now,
-            "expired_at": None,
-            "supersedes_memory_id": None,
-            "revises_memory_id": None,
-            "source_episode_id": opener.episode,
-            "asserted_by": opener.asserted_by,
-            "confidence": opener.confidence,
-            "retention_policy": spec.retention,
-            "visible_to": spec.visible_to(base.subject),
-            "status": "confirmed",
-            "op": opener.op,
-            "support_count": max(count, 1),
-            "support_episodes": tuple(episodes),
-            "delta_keys": tuple(keys),
-            "last_confirmed_at": base.now,
-            "expired_by_episode_id": None,
-            "expired_by_delta_key": None,
-        }
+        props = _row_props(base, self.spec, self.schema, run, value)
         confirmed_by = opener.confirmed_by
         if carried is not None and opener.key in carried.delta_keys:
             confirmed_by = confirmer or "recurrence"
@@ -773,41 +736,60 @@ def _checked_value(delta: MemoryDelta, schema: Schema) -> tuple[Any, str]:
     return schema.coerce(delta.attribute, delta.value)
 
 
-def _candidate_props(base: WritePlan, delta: MemoryDelta, value: Any, vkey: str,
-                     schema: Schema) -> dict[str, Any]:
-    """A new pending candidate, stated by ``delta``."""
-    spec = schema.attribute(delta.attribute)
+def _row_props(base: WritePlan, spec: AttributeSpec, schema: Schema, run: Run, value: Any,
+               status: Status = Status.CONFIRMED) -> dict[str, Any]:
+    """A new row for ``run``: its provenance from the statement that opened it, its support from
+    the statements that support it."""
+    opener = run.opener
+    episodes: list[str] = []
+    keys: list[str] = []
+    count = 0
+    for p in sorted(run.support, key=Point.order):
+        episodes += [e for e in p.supporting_episodes if e not in episodes]
+        keys += [k for k in p.supporting_keys if k not in keys]
+        count += p.support
     return {
         "memory_id": new_memory_id(),
-        "tenant_id": delta.tenant_id,
-        "subject": delta.subject,
-        "attribute": delta.attribute,
+        "tenant_id": base.tenant_id,
+        "subject": base.subject,
+        "attribute": base.attribute,
         "value": value,
-        "value_key": vkey,
+        "value_key": run.value_key,
         "value_type": spec.value_type,
         "kind": base.kind,
         "memory_type": spec.memory_type,
-        "schema_version": schema.version,
-        "valid_from": delta.valid_from,
-        "valid_to": None,
+        "schema_version": opener.schema_version or schema.version,
+        "valid_from": run.start,
+        "valid_to": run.end,
         "recorded_at": base.now,
         "expired_at": None,
         "supersedes_memory_id": None,
         "revises_memory_id": None,
-        "source_episode_id": delta.source_episode_id,
-        "asserted_by": delta.asserted_by or "unknown",
-        "confidence": delta.confidence,
+        "source_episode_id": opener.episode,
+        "asserted_by": opener.asserted_by,
+        "confidence": opener.confidence,
         "retention_policy": spec.retention,
-        "visible_to": spec.visible_to(delta.subject),
-        "status": Status.CANDIDATE.value,
-        "op": delta.op.value,
-        "support_count": 1,
-        "support_episodes": (delta.source_episode_id,),
-        "delta_keys": (base.delta_key,),
+        "visible_to": spec.visible_to(base.subject),
+        "status": status.value,
+        "op": opener.op,
+        "support_count": max(count, 1),
+        "support_episodes": tuple(episodes),
+        "delta_keys": tuple(keys),
         "last_confirmed_at": base.now,
         "expired_by_episode_id": None,
         "expired_by_delta_key": None,
     }
+
+
+def _candidate_props(base: WritePlan, delta: MemoryDelta, value: Any, vkey: str,
+                     schema: Schema) -> dict[str, Any]:
+    """A new pending candidate, stated by ``delta`` (open-ended, from its ``valid_from``)."""
+    stated = Point(at=delta.valid_from, op=delta.op.value, value=storable_value(value), value_key=vkey,
+                   key=base.delta_key, episode=delta.source_episode_id,
+                   asserted_by=delta.asserted_by or "unknown", confidence=delta.confidence,
+                   schema_version=schema.version)
+    return _row_props(base, schema.attribute(delta.attribute), schema,
+                      Run(delta.valid_from, None, vkey, stated, (stated,)), value, Status.CANDIDATE)
 
 
 def apply_plan(rows: Sequence[Fact], plan: WritePlan) -> list[Fact]:
