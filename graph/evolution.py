@@ -141,7 +141,8 @@ UNWIND $rows AS r
 MATCH (s:Entity) WHERE elementId(s) = r.sid
 MERGE (v:Value {tenant_id: r.props.tenant_id, key: r.node_key})
   ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
-                v.attribute = r.props.attribute, v.name = r.caption
+                v.attribute = r.props.attribute, v.name = r.caption,
+                v.created_at = datetime(r.props.recorded_at)
 CREATE (s)-[g:%s]->(v)
 SET g = r.props
 """

@@ -209,10 +209,14 @@ class Store(_Base):
 
     def read(self, query: str, params: dict[str, Any]) -> Records:
         """Run a read query in READ access mode and return its records as dicts."""
+        return self.inspect(lambda: _single(Statement(query, params)))
+
+    def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+        """Drive a statement generator in one read transaction (READ access mode)."""
         with translated(self.uri), self.driver.session(
             database=self.database, default_access_mode=neo4j.READ_ACCESS
         ) as session:
-            return session.execute_read(lambda tx: _drive(tx, _single(Statement(query, params))))
+            return session.execute_read(lambda tx: _drive(tx, make_steps()))  # type: ignore[arg-type]
 
     def run_write(self, query: str, params: dict[str, Any]) -> Records:
         """Run one statement in a write transaction and return its records as dicts."""
@@ -477,13 +481,14 @@ class AsyncStore(_Base):
             self._count(attempt)
 
     async def read(self, query: str, params: dict[str, Any]) -> Records:
+        return await self.inspect(lambda: _single(Statement(query, params)))
+
+    async def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
         with translated(self.uri):
             async with self.driver.session(
                 database=self.database, default_access_mode=neo4j.READ_ACCESS
             ) as session:
-                return await session.execute_read(
-                    lambda tx: _adrive(tx, _single(Statement(query, params)))
-                )
+                return await session.execute_read(lambda tx: _adrive(tx, make_steps()))  # type: ignore[arg-type]
 
     async def run_write(self, query: str, params: dict[str, Any]) -> Records:
         return await self._write(lambda: _single(Statement(query, params)))

@@ -221,7 +221,8 @@ UNWIND $rows AS r
 MATCH (e:Entity) WHERE elementId(e) = r.eid
 MERGE (v:Value {tenant_id: r.tenant_id, key: r.node_key})
   ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
-                v.attribute = r.props.attribute, v.name = r.caption
+                v.attribute = r.props.attribute, v.name = r.caption,
+                v.created_at = datetime(r.at.recorded_at)
 WITH e, v, r, r.props AS props
 CREATE (e)-[f:$(r.rel_type)]->(v)
 SET f = props {.*, %s}

@@ -49,8 +49,15 @@ REPLAY = "replay"
 FORGOTTEN = ("a subject this delta names was forgotten after its episode occurred: facts from such "
              "episodes are refused (the candidate is not kept, to keep the subject forgotten)")
 
+# An entry naming a subject forgotten after its episode occurred is not stored: it would bring
+# back what the forget erased (the worker may process an episode queued before the forget).
 STORE = """
 UNWIND $entries AS q
+OPTIONAL MATCH (ep:Episode {tenant_id: q.tenant_id, id: q.episode_id})
+WITH q, ep WHERE NOT EXISTS {
+  MATCH (t:Tombstone {tenant_id: q.tenant_id})
+  WHERE t.subject IN q.subjects AND (ep IS NULL OR t.forgotten_at > ep.occurred_at)
+}
 MERGE (n:Quarantine {tenant_id: q.tenant_id, id: q.id})
   ON CREATE SET n += q, n.created_at = $now, n.status = 'open', n.attempts = 0
 """

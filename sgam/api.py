@@ -22,6 +22,7 @@ from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
 from sgam.graph.errors import InvalidDelta, validation_problems
 from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.forget import ForgetReport
+from sgam.graph.residue import residue_steps
 from sgam.graph.retention import PurgeReport
 from sgam.graph.models import (
     Cardinality, Episode, Fact, MemoryDelta, Op, check_principal, check_tenant, parse_instant, utcnow,
@@ -329,11 +330,13 @@ class MemoryGraph(_Queries):
         self.store.delete_tenant(self._tenant(tenant))
 
     def forget_subject(self, tenant: str, subject: str) -> ForgetReport:
-        """Erase a subject completely (facts both ways, values, entity, its episodes) and tombstone it.
+        """Erase a subject completely and tombstone it (see :mod:`sgam.graph.forget`).
 
-        Episodes that also mention other subjects are redacted rather than deleted. Afterwards
-        :meth:`residue` is empty, and facts about the subject from episodes that occurred before
-        now are refused.
+        Its entity, its facts both ways, its values, statements and refusals go; so do other
+        subjects' facts whose value names it. Episodes it was the only subject of are deleted;
+        every other text naming it (by id, name or, in its episodes, an erased value) is redacted,
+        queued work included. Afterwards :meth:`residue` is empty, and facts about the subject
+        from episodes that occurred before now are refused.
         """
         return self.store.forget(self._tenant(tenant), subject)
 
@@ -354,9 +357,14 @@ class MemoryGraph(_Queries):
         self.schema = self.store.schema
         return report
 
-    def residue(self, tenant: str, subject: str) -> list[dict[str, Any]]:
-        """What is left of ``subject`` in ``tenant`` over every label and relationship type."""
-        return self.query("residue", tenant=self._tenant(tenant), subject=subject)
+    def residue(self, tenant: str, subject: str, *, forgotten: bool = False) -> list[dict[str, Any]]:
+        """What is left of ``subject`` in ``tenant``: every node, fact, property and full-text index
+        hit that names it (``where``, ``id``, ``property``, ``found``), checked independently of the
+        erasure (see :mod:`sgam.graph.residue`). With ``forgotten``, the subject must have been
+        forgotten (else :class:`NotFound`); its tombstone then also lets the check find its names
+        and erased values."""
+        tenant = self._tenant(tenant)
+        return self.store.inspect(lambda: residue_steps(tenant, subject, forgotten=forgotten))
 
     def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
         """Store a raw episode before anything is extracted from it; returns it under its stored id.

@@ -470,7 +470,7 @@ def doctor(
     """Check a tenant's invariants (no overlapping versions, empty intervals, rows retired before they were recorded, orphan facts or cross-tenant edges)."""
     with MemoryGraph.connect(bootstrap=False) as graph:
         problems = graph.doctor(tenant)
-        residue = graph.residue(tenant, forgotten) if forgotten else []
+        residue = graph.residue(tenant, forgotten, forgotten=True) if forgotten else []
     if residue:
         _print_table(f"residue of {forgotten}", residue)
     if problems:
@@ -514,9 +514,16 @@ def forget(
         raise typer.Exit(1)
     with MemoryGraph.connect(bootstrap=False) as graph:
         report = graph.forget_subject(tenant, subject)
-        residue = graph.residue(tenant, subject)
+        residue = graph.residue(tenant, subject, forgotten=True)
     console.print(f"forgot {subject!r}: {len(report.episodes_deleted)} episodes deleted, "
-                  f"{len(report.episodes_redacted)} redacted; residue: {len(residue)} kinds left")
+                  f"{len(report.episodes_redacted)} redacted, {report.facts_deleted} facts of others "
+                  f"deleted, {report.redacted} other records redacted", highlight=False)
+    if residue:
+        _print_table(f"residue of {subject}", residue)
+        err.print(f"{len(residue)} traces of {subject!r} are left (see above): the erasure is not "
+                  "complete; report this as a bug", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"residue check: nothing left of {subject!r}", highlight=False)
 
 
 def _literal(text: str | None) -> Any:
