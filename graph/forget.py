@@ -14,10 +14,12 @@
    its episodes, and the ledgers whose statements name it (rebuilt from the remaining rows on their
    slot's next write);
 4. delete the episodes it was the only subject of (linked to it or cited by its facts, linked to no
-   other entity), unless a remaining fact cites them, and redact the others that name it or it was
-   in, queued ones included: in each, every span naming a term or an erased value becomes ``[redacted]`` (content,
-   actor, session and every other text property), queued deltas that name it are dropped, the
-   embedding and the content hash are cleared; any other property naming it is redacted in place;
+   other entity), unless a remaining fact cites them, and redact the others that name it or that
+   it was in, queued ones included. In each, every span naming a term or an erased value becomes
+   ``[redacted]`` (content, actor, session and every other text property), queued deltas that
+   name it are dropped and the embedding is cleared. The content hash stays: replaying the
+   original episode finds it, and the tombstone refuses its deltas. Any other property naming it
+   is redacted in place;
 5. leave ``(:Tombstone {tenant_id, subject, forgotten_at})``: the write path refuses facts about
    the subject justified by an episode that occurred before it was forgotten, so re-extracting
    an old episode cannot bring it back. The tombstone keeps salted hashes of the terms and the ids
@@ -303,8 +305,7 @@ def forget_steps(tenant: str, subject: str, now: datetime) -> Generator[Statemen
         props = _redacted_texts(episodes[i]["texts"], everything)
         if "deltas" in texts:
             props["deltas"] = _queued_deltas(texts["deltas"], everything)
-        props.update(content_hash=f"redacted:{i}", dedupe_key=f"redacted:{i}", embedding=None,
-                     embedding_model=None, redacted_at=now)
+        props.update(embedding=None, embedding_model=None, redacted_at=now)
         node_rows.append({"eid": episodes[i]["eid"], "props": props})
 
     yield Statement(DELETE_SUBJECT, params)
