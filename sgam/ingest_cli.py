@@ -279,8 +279,8 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
         for failing in shown:
             err.print(f"{failing['id']}: {failing['reason']}", highlight=False, markup=False)
         if data["hidden"]:
-            err.print(f"{data['hidden']} still-failing entries are not readable as {principal or 'no principal'}",
-                      highlight=False, markup=False)
+            err.print(f"{data['hidden']} still-failing entries are not readable as "
+                      f"{principal or 'no principal'}", highlight=False, markup=False)
 
 
 def _row(source: str, report: Any) -> dict[str, Any]:

@@ -150,7 +150,8 @@ def test_a_refused_queued_or_pending_private_value_reaches_only_its_readers(
         tokens = stage(scoped, tenant, data, marker)
         for principal in READERS:
             seen = sweep(scoped, tenant, principal)
-            readable = {t for t, (a, s) in tokens.items() if allowed(a, s) is None or principal in allowed(a, s)}
+            readable = {t for t, (a, s) in tokens.items()
+                        if allowed(a, s) is None or principal in allowed(a, s)}
             leaked = sorted(t for t in tokens if t not in readable and t in seen)
             assert not leaked, f"{principal!r} saw private {leaked}"
             missing = sorted(t for t in readable if t not in seen)
@@ -160,7 +161,8 @@ def test_a_refused_queued_or_pending_private_value_reaches_only_its_readers(
 
 
 def test_a_refused_private_value_restricts_its_episode(scoped: MemoryGraph, tenant: str) -> None:
-    said = ep.message(tenant, "c1 is 41 years old, or forty-one", speaker="user:c1", occurred_at=EPOCH, id="e1")
+    said = ep.message(tenant, "c1 is 41 years old, or forty-one", speaker="user:c1",
+                      occurred_at=EPOCH, id="e1")
     [entry] = scoped.ingest(said, extractors=[], deltas=[
         {"subject": "c1", "attribute": "secret_age", "value": "forty-one"}]).quarantined
     assert entry.stage == "write"

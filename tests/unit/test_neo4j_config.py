@@ -44,6 +44,7 @@ def test_an_existing_home_is_made_private(tmp_path: Path) -> None:
     restrict_tree(home)
     modes = _modes(home)
     assert {name: mode for name, mode in modes.items() if mode & 0o077} == {}
-    assert modes["data/transactions/neo4j"] == 0o700 and modes["data/transactions/neo4j/neostore.transaction.db.0"] == 0o600
+    assert modes["data/transactions/neo4j"] == 0o700
+    assert modes["data/transactions/neo4j/neostore.transaction.db.0"] == 0o600
     assert modes["run/tool"] == 0o700  # the owner's execute bit stays
     assert stat.S_IMODE(outside.stat().st_mode) == 0o644
