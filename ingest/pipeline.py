@@ -24,8 +24,10 @@ anything else is queued for ``sgam worker`` (:mod:`sgam.ingest.worker`).
 A real-time write that hits a transient failure after its episode is stored (Neo4j unavailable or
 a transient Neo4j error after the driver's own retries, a model endpoint timing out) is not lost:
 the episode is queued for the worker instead, with the agent's deltas stored on it (``deltas``,
-JSON), and the report says so (``queued`` and ``deferred``, the reason). If even queueing fails,
-the error is raised and says that the raw episode is kept; ingesting again is idempotent.
+JSON), and the report says so (``queued`` and ``deferred``, the reason). Deltas of a private
+attribute restrict the episode to its readers right away, as writing them would have. If even
+queueing fails, the error is raised and says that the raw episode is kept; ingesting again is
+idempotent.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pydantic import ValidationError
 
 from sgam.graph.episodes import Recorded
 from sgam.graph.errors import ExtractionError, SgamError, StoreUnavailable, validation_problems
-from sgam.graph.models import Episode, EpisodeKind, MemoryDelta
+from sgam.graph.models import ALL_PRINCIPALS, Episode, EpisodeKind, MemoryDelta
 from sgam.graph.schema import Schema
 from sgam.graph.writes import BatchResult, Records, Statement, native
 
@@ -220,11 +222,12 @@ def defer(graph: Graph, episode: Episode, deltas: Sequence[Mapping[str, Any]] | 
     docstring); ``deltas`` (the agent's own) are stored on it for the worker."""
     reason = f"{type(error).__name__}: {error}"
     now = graph.clock()
+    stored = q.candidate_json(list(deltas)) if deltas else None
     params = {"tenant": episode.tenant_id, "episode": episode.id, "now": now,
-              "not_before": now + DEFER_BACKOFF, "error": reason,
-              "deltas": q.candidate_json(list(deltas)) if deltas else None}
+              "not_before": now + DEFER_BACKOFF, "error": reason, "deltas": stored}
+    readers = q.readers_of(json.loads(stored), graph.schema) if stored else None
     try:
-        graph.store.transact(lambda: _defer_steps(params))
+        graph.store.transact(lambda: _defer_steps(params, readers))
     except SgamError as again:
         raise StoreUnavailable(
             f"episode {episode.tenant_id}/{episode.id} is stored (raw) but could neither be processed "
@@ -234,8 +237,10 @@ def defer(graph: Graph, episode: Episode, deltas: Sequence[Mapping[str, Any]] | 
     return IngestReport(episode.tenant_id, episode.id, recorded, queued=True, deferred=reason)
 
 
-def _defer_steps(params: dict[str, Any]) -> Generator[Statement, Records, None]:
+def _defer_steps(params: dict[str, Any],
+                 readers: tuple[str, ...] | None) -> Generator[Statement, Records, None]:
     yield Statement(DEFER, params)
+    yield from q.restrict_steps([(params["tenant"], params["episode"], readers)])
 
 
 def stored_deltas(text: str | None) -> list[dict[str, Any]]:
@@ -276,7 +281,7 @@ def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
     entries.extend(refused)
     result, write_refused = write(graph, episode, valid)
     entries.extend(write_refused)
-    graph.store.transact(lambda: q.store_steps(entries, now))
+    graph.store.transact(lambda: q.store_steps(entries, now, graph.schema))
     report = IngestReport(
         episode.tenant_id, episode.id, recorded, candidates=len(candidates),
         outcomes=Counter(r.outcome for r in result.results if r.ok),
@@ -386,9 +391,11 @@ class QuarantineReplay:
 
 
 def list_quarantine(graph: Graph, tenant: str, *, status: str | None = "open",
-                    episode: str | None = None) -> list[q.QuarantineEntry]:
-    """Quarantine entries of ``tenant``, oldest first (``status=None`` lists every entry)."""
-    rows = graph.query("quarantine", tenant=tenant, episode=episode, since=None, status=status)
+                    episode: str | None = None, principal: str | None = None) -> list[q.QuarantineEntry]:
+    """Quarantine entries of ``tenant`` that ``principal`` may read (as reads decide: ``None``
+    lists the shared ones only, ``"*"`` all), oldest first (``status=None``: every status)."""
+    rows = graph.query("quarantine", tenant=tenant, episode=episode, since=None, status=status,
+                       principal=principal)
     return [q.from_record(r, tenant) for r in reversed(rows)]
 
 
@@ -406,7 +413,7 @@ def replay_quarantine(graph: Graph, tenant: str, extractors: Sequence[Extractor]
     re-extracted when that extractor (by name) is among ``extractors``, e.g. after the event rules
     changed; the candidates it now yields go through the pipeline (and may be quarantined anew)."""
     report = QuarantineReplay()
-    entries = list_quarantine(graph, tenant, status="open")
+    entries = list_quarantine(graph, tenant, status="open", principal=ALL_PRINCIPALS)
     _replay_candidates(graph, tenant, [e for e in entries if e.stage != "extract"], report)
     by_name = {x.name: x for x in extractors}
     for entry in (e for e in entries if e.stage == "extract"):

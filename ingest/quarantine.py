@@ -11,7 +11,12 @@ extractor, candidate, subjects, created_at, status, attempts})``:
   inherited from its episode, so it can be re-validated on its own;
 * ``status`` is ``open`` until a replay (:func:`sgam.ingest.pipeline.replay_quarantine`) writes it,
   then ``resolved`` (with ``resolved_at``, ``resolution`` and ``memory_ids``);
-* ``subjects`` lists the entity ids the candidate names, so forgetting a subject removes its entries.
+* ``subjects`` lists the entity ids the candidate names, so forgetting a subject removes its entries;
+* ``visible_to`` (:func:`readers_of`): a candidate naming a private attribute keeps that
+  attribute's readers, like the fact it would have been, and is listed only to them; the episode
+  it came from is restricted to them too (``graph/writes.py`` does the same for a written fact).
+  An ``extract`` entry holds the extractor's raw reading of its episode, so it is listed to whoever
+  may read that episode.
 
 An entry's id is a hash of (tenant, episode, extractor, stage, candidate), so processing the same
 episode twice, e.g. after a worker crash, stores each refusal once. The named query
@@ -39,7 +44,8 @@ from enum import Enum
 from typing import Any
 
 from sgam.graph.models import MemoryDelta, check_id
-from sgam.graph.writes import Records, Statement
+from sgam.graph.schema import Schema
+from sgam.graph.writes import RESTRICT_EPISODES, Records, Statement
 
 STAGES = ("extract", "validate", "write")
 
@@ -93,6 +99,8 @@ class QuarantineEntry:
     status: str = "open"
     line: int | None = None
     """The line of the replayed file (entries of ``sgam replay`` only)."""
+    visible_to: tuple[str, ...] | None = None
+    """Who may read this entry as listed (see the module docstring); ``None``: everyone."""
 
     def params(self) -> dict[str, Any]:
         return {"tenant_id": self.tenant_id, "id": self.id, "episode_id": self.episode_id,
@@ -130,6 +138,44 @@ def _subjects(candidate: Any) -> tuple[str, ...]:
         except ValueError:
             continue
     return tuple(dict.fromkeys(found))
+
+
+def readers_of(candidate: Any, schema: Schema) -> tuple[str, ...] | None:
+    """The principals that may read ``candidate`` (a refused candidate, or the deltas a queued
+    episode carries): those every private attribute named in it allows, as an episode stating
+    several private facts is stamped; ``None`` when it names none (everyone may).
+
+    A candidate without a usable ``subject`` resolves no ``subject`` reader: only the attribute's
+    other readers may see it.
+    """
+    found: list[tuple[str, ...]] = []
+    _private_in(candidate, schema, found)
+    if not found:
+        return None
+    return tuple(r for r in found[0] if all(r in more for more in found[1:]))
+
+
+def _private_in(data: Any, schema: Schema, found: list[tuple[str, ...]]) -> None:
+    # Nested: an extractor may hand a list of deltas where one candidate was expected.
+    if isinstance(data, dict):
+        spec = schema.attributes.get(data["attribute"]) if isinstance(data.get("attribute"), str) else None
+        if spec is not None and spec.visibility == "private":
+            subject = data.get("subject")
+            found.append(spec.visible_to(subject if isinstance(subject, str) else ""))
+        for value in data.values():
+            _private_in(value, schema, found)
+    elif isinstance(data, list):
+        for value in data:
+            _private_in(value, schema, found)
+
+
+def restrict_steps(rows: Sequence[tuple[str, str, tuple[str, ...] | None]]
+                   ) -> Generator[Statement, Records, None]:
+    """Restrict episodes ``(tenant, id, readers)`` that stated a private value to its readers
+    (rows with readers ``None`` are left alone)."""
+    episodes = [{"tenant_id": t, "id": e, "readers": list(r)} for t, e, r in rows if r is not None]
+    if episodes:
+        yield Statement(RESTRICT_EPISODES, {"episodes": episodes})
 
 
 def entry(tenant_id: str, episode_id: str, extractor: str, stage: str, reason: str, error: str,
@@ -175,9 +221,10 @@ class Refusal:
     occurred_at: datetime | None
     retention_policy: str | None = None
 
-    def params(self) -> dict[str, Any]:
+    def params(self, visible_to: tuple[str, ...] | None) -> dict[str, Any]:
         props = {**self.entry.params(), "delta_key": self.delta_key, "line": self.entry.line,
-                 "retention_policy": self.retention_policy}
+                 "retention_policy": self.retention_policy,
+                 "visible_to": None if visible_to is None else list(visible_to)}
         redacted = {**props, "reason": FORGOTTEN, "candidate": "null", "subjects": []}
         return {"props": props, "redacted": redacted, "occurred_at": self.occurred_at}
 
@@ -193,10 +240,16 @@ def refusal(delta: MemoryDelta, key: str, line: int, reason: str, error: str,
     return Refusal(made, key, occurred_at, retention_policy)
 
 
-def store_refusals_steps(refusals: Sequence[Refusal], now: datetime) -> Generator[Statement, Records, None]:
-    """Store refusal records (one already stored for the same statement is left as it is)."""
+def store_refusals_steps(refusals: Sequence[Refusal], now: datetime,
+                         schema: Schema) -> Generator[Statement, Records, None]:
+    """Store refusal records (one already stored for the same statement is left as it is), each
+    readable as ``schema`` says (see the module docstring)."""
     if refusals:
-        yield Statement(STORE_REFUSALS, {"entries": [r.params() for r in refusals], "now": now})
+        readers = [readers_of(r.entry.candidate_data(), schema) for r in refusals]
+        yield Statement(STORE_REFUSALS, {"entries": [r.params(v) for r, v in zip(refusals, readers)],
+                                         "now": now})
+        yield from restrict_steps([(r.entry.tenant_id, r.entry.episode_id, v)
+                                   for r, v in zip(refusals, readers)])
 
 
 def refusals_of(keys: Sequence[tuple[str, str]]) -> Statement:
@@ -205,10 +258,16 @@ def refusals_of(keys: Sequence[tuple[str, str]]) -> Statement:
                                    "extractor": REPLAY})
 
 
-def store_steps(entries: Sequence[QuarantineEntry], now: datetime) -> Generator[Statement, Records, int]:
-    """Store entries (an entry already stored is left as it is); returns how many were given."""
+def store_steps(entries: Sequence[QuarantineEntry], now: datetime,
+                schema: Schema) -> Generator[Statement, Records, int]:
+    """Store entries (an entry already stored is left as it is), each readable as ``schema``
+    says (see the module docstring); returns how many were given."""
     if entries:
-        yield Statement(STORE, {"entries": [e.params() for e in entries], "now": now})
+        readers = [readers_of(e.candidate_data(), schema) for e in entries]
+        rows = [{**e.params(), "visible_to": None if v is None else list(v)}
+                for e, v in zip(entries, readers)]
+        yield Statement(STORE, {"entries": rows, "now": now})
+        yield from restrict_steps([(e.tenant_id, e.episode_id, v) for e, v in zip(entries, readers)])
     return len(entries)
 
 
@@ -230,8 +289,10 @@ def from_record(record: dict[str, Any], tenant: str) -> QuarantineEntry:
         reason=record.get("reason") or "", error=record.get("error") or "",
         candidate=record.get("candidate") or "null", status=record.get("status") or "open",
         line=record.get("line"),
+        visible_to=None if record.get("readers") is None else tuple(record["readers"]),
     )
 
 
 __all__ = ["FORGOTTEN", "QuarantineEntry", "REPLAY", "Refusal", "STAGES", "candidate_json", "entry",
-           "from_record", "refusal", "refusals_of", "replayed_steps", "store_refusals_steps", "store_steps"]
+           "from_record", "readers_of", "refusal", "refusals_of", "replayed_steps", "restrict_steps",
+           "store_refusals_steps", "store_steps"]

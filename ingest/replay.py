@@ -372,4 +372,4 @@ def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
         else:
             _refused_as_before(summary, item, verdict)
     if refusals:
-        writer.store.transact(lambda: q.store_refusals_steps(refusals, writer.clock()))
+        writer.store.transact(lambda: q.store_refusals_steps(refusals, writer.clock(), writer.schema))

@@ -395,9 +395,14 @@ class MemoryGraph(_Queries):
         chosen = default_extractors(self.schema) if extractors is None else extractors
         return submit(self, episode, chosen, deltas=deltas, remember=remember)
 
-    def quarantine(self, tenant: str, *, status: str | None = "open") -> list[QuarantineEntry]:
-        """Refused candidates of ``tenant``, oldest first (``status``: open, resolved or None)."""
-        return list_quarantine(self, self._tenant(tenant), status=status)
+    def quarantine(self, tenant: str, *, status: str | None = "open",
+                   principal: str | None = None) -> list[QuarantineEntry]:
+        """Refused candidates of ``tenant``, oldest first (``status``: open, resolved or None).
+
+        Like every read, only what ``principal`` may read: a candidate of a private attribute
+        reaches its readers only (``None``: shared entries only; ``"*"``: all).
+        """
+        return list_quarantine(self, self._tenant(tenant), status=status, principal=principal)
 
     def replay_quarantine(self, tenant: str, extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
         """Re-validate open quarantine entries against the current schema; write those that pass."""
@@ -638,9 +643,11 @@ class AsyncMemoryGraph(_Queries):
         return await self._in_thread(lambda graph: submit(graph, episode, chosen, deltas=deltas,
                                                           remember=remember))
 
-    async def quarantine(self, tenant: str, *, status: str | None = "open") -> list[QuarantineEntry]:
+    async def quarantine(self, tenant: str, *, status: str | None = "open",
+                         principal: str | None = None) -> list[QuarantineEntry]:
         tenant = self._tenant(tenant)
-        return await self._in_thread(lambda graph: list_quarantine(graph, tenant, status=status))
+        return await self._in_thread(lambda graph: list_quarantine(graph, tenant, status=status,
+                                                                   principal=principal))
 
     async def replay_quarantine(self, tenant: str,
                                 extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:

@@ -2,8 +2,8 @@
 
     sgam ingest FILE... -t T [--kind K]    record episodes; process now or queue them
     sgam worker [-t T ...] [--until-idle]  process the queue (safe to run several at once)
-    sgam queue status|retry -t T           the queue's state; requeue dead-lettered episodes
-    sgam quarantine list|replay -t T       refused candidates; re-validate them after a schema change
+    sgam queue status|retry -t T [--as P]  the queue's state; requeue dead-lettered episodes
+    sgam quarantine list|replay -t T [--as P]  refused candidates; re-validate them after a schema change
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ ExtractorOpt = typer.Option(
     [], "--extractor", "-x",
     help="events (default), llm, graphiti (graphiti-core's extraction), or MODULE:ATTR (an extractor, or a factory taking schema=); repeatable")
 EventsOpt = typer.Option(None, "--events", help="Event rules file [default: graph/schemas/events.yaml]")
+ReaderOpt = typer.Option(
+    None, "--as",
+    help="The reader principal, e.g. user:mira: what carries a private attribute's value reaches only "
+         "its readers; default: shared ones only; '*' = everything (admin)")
 
 
 def _schema(name: str | None) -> Schema:
@@ -207,10 +211,11 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     @queue_app.command("status")
     @friendly
     def queue_status(tenant: str = typer.Option(..., "--tenant", "-t"),
+                     principal: str = ReaderOpt,
                      as_json: bool = typer.Option(False, "--json")) -> None:
         """Episodes by status, the oldest waiting one, and dead-letter errors (query `queue`)."""
         with MemoryGraph.connect(bootstrap=False) as graph:
-            records = graph.query("queue", tenant=tenant)
+            records = graph.query("queue", tenant=tenant, principal=principal)
         if as_json:
             console.print_json(json.dumps(records, default=str))
         else:
@@ -231,11 +236,13 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     def quarantine_list(
         tenant: str = typer.Option(..., "--tenant", "-t"),
         status: str = typer.Option("open", "--status", help="open, resolved or all"),
+        principal: str = ReaderOpt,
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Refused candidates with the reason, the stage that refused them and their episode."""
         with MemoryGraph.connect(bootstrap=False) as graph:
-            entries = graph.quarantine(tenant, status=None if status == "all" else status)
+            entries = graph.quarantine(tenant, status=None if status == "all" else status,
+                                       principal=principal)
         rows = [{"id": e.id, "status": e.status, "episode": e.episode_id, "extractor": e.extractor,
                  "stage": e.stage, "line": e.line, "reason": e.reason, "candidate": e.candidate}
                 for e in entries]
@@ -249,21 +256,31 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     def quarantine_replay(
         tenant: str = typer.Option(..., "--tenant", "-t"),
         schema: str = SchemaOpt, extractor: list[str] = ExtractorOpt, events: Path = EventsOpt,
+        principal: str = ReaderOpt,
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
-        """Re-validate open entries against the (new) schema and rules; write and resolve those that pass."""
+        """Re-validate open entries against the (new) schema and rules; write and resolve those that pass.
+
+        Every open entry is replayed; the reasons printed are those of entries the reader may read.
+        """
         loaded = _schema(schema)
         with MemoryGraph.connect(schema=loaded) as graph:
             report = graph.replay_quarantine(tenant, _extractors(extractor, loaded, events))
-        data = {"resolved": report.resolved, "failing": report.failing, "skipped": report.skipped,
-                "new_entries": [e.id for e in report.new_entries]}
+            # A still-failing reason may quote the refused value: shown only to who may read its entry.
+            readable = {e.id for e in graph.quarantine(tenant, status=None, principal=principal)}
+        shown = [f for f in report.failing if f["id"] in readable]
+        data = {"resolved": report.resolved, "failing": shown, "hidden": len(report.failing) - len(shown),
+                "skipped": report.skipped, "new_entries": [e.id for e in report.new_entries]}
         if as_json:
             console.print_json(json.dumps(data))
             return
         console.print(f"{len(report.resolved)} resolved, {len(report.failing)} still failing, "
                       f"{len(report.skipped)} skipped, {len(report.new_entries)} new entries", highlight=False)
-        for failing in report.failing:
+        for failing in shown:
             err.print(f"{failing['id']}: {failing['reason']}", highlight=False, markup=False)
+        if data["hidden"]:
+            err.print(f"{data['hidden']} still-failing entries are not readable as "
+                      f"{principal or 'no principal'}", highlight=False, markup=False)
 
 
 def _row(source: str, report: Any) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 No Docker and no dist.neo4j.org: Maven resolves the server's jars once into a cache shared by
 every home, and the server is launched the way ``bin/neo4j console`` launches it
 (``org.neo4j.server.CommunityEntryPoint``). Each home holds its own conf, data, logs and
-``credentials.json``.
+``credentials.json``. A home is the user's alone: its store files and transaction logs hold
+episode text, so everything under it is created (and, on every ``up``, tightened to) owner-only,
+folders 0700 and files 0600; the server runs with umask 077.
 
     server = LocalServer(Settings())
     info = server.up()        # idempotent: returns the running server if there is one
@@ -25,6 +27,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 import urllib.error
@@ -47,6 +50,8 @@ PID_FILE = "sgam-neo4j.pid"
 LIB_MARKER = ".sgam-complete"
 STOP_TIMEOUT = 60.0
 LOG_TAIL_LINES = 15
+PRIVATE_UMASK = 0o077
+"""The server's umask: what it creates under the home is readable by its user only."""
 # The local server's transaction-log retention and checkpoint interval (see ``LocalServer._config``).
 TX_LOG_RETENTION = "1G size"
 CHECKPOINT_INTERVAL = "5m"
@@ -219,8 +224,11 @@ class LocalServer:
         Raises ProvisioningError with a one-line cause (and a log excerpt when the server
         itself failed).
         """
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._home_lock():
+            # Homes made before their files were private, and files a server started then still
+            # writes, are tightened on every `up`.
+            restrict_tree(self.home)
             pid = self._running_pid()
             if pid is not None:
                 # Another `up` may have started it moments ago; waiting is cheap once it is ready.
@@ -469,7 +477,7 @@ class LocalServer:
 
     def _make_dirs(self) -> None:
         for name in ("conf", "data", "logs", "plugins", "import", "run"):
-            (self.home / name).mkdir(parents=True, exist_ok=True)
+            (self.home / name).mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def _is_first_start(self) -> bool:
         """No user store and no databases yet: the initial password can still be set."""
@@ -494,6 +502,7 @@ class LocalServer:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
+            umask=PRIVATE_UMASK,  # it creates the auth store (data/dbms)
         )
         if result.returncode != 0:
             output = (result.stdout + result.stderr).strip().splitlines()
@@ -530,7 +539,8 @@ class LocalServer:
         # failure excerpt only shows this attempt.
         if self.console_log.exists():
             os.replace(self.console_log, self.console_log.with_suffix(".log.1"))
-        with open(self.console_log, "wb") as log:
+        fd = os.open(self.console_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as log:
             proc = subprocess.Popen(
                 self._java_command(java),
                 cwd=self.home,
@@ -540,6 +550,7 @@ class LocalServer:
                 # Own session: Ctrl-C in the terminal that ran `up` must not stop the server.
                 start_new_session=True,
                 close_fds=True,
+                umask=PRIVATE_UMASK,
             )
         _CHILDREN[proc.pid] = proc
         _write_atomic(self.pid_path, f"{proc.pid}\n")
@@ -656,7 +667,7 @@ class LocalServer:
     def _home_lock(self) -> Iterator[None]:
         # Serialises up/down on one home, so two `up`s cannot both start a server.
         run = self.home / "run"
-        run.mkdir(parents=True, exist_ok=True)
+        run.mkdir(parents=True, exist_ok=True, mode=0o700)
         with _file_lock(run / "sgam.lock"):
             yield
 
@@ -780,8 +791,25 @@ def _file_lock(path: Path) -> Iterator[None]:
 def _write_atomic(path: Path, text: str) -> None:
     # A crash mid-write must not leave a truncated conf that strict validation then rejects.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     os.replace(tmp, path)
+
+
+def restrict_tree(root: Path) -> None:
+    """Take group and other permissions off ``root`` and everything under it (owner bits stay).
+
+    Symbolic links are not followed: what they point at is not the home's to change.
+    """
+    for folder, dirs, files in os.walk(root):
+        for name in (folder, *(os.path.join(folder, n) for n in (*dirs, *files))):
+            # A file may vanish while the server runs (a rotated log pruned): nothing to tighten.
+            with contextlib.suppress(FileNotFoundError):
+                mode = os.lstat(name).st_mode
+                if not stat.S_ISLNK(mode) and mode & 0o077:
+                    os.chmod(name, stat.S_IMODE(mode) & ~0o077)
 
 
 def _nonempty(path: Path) -> bool:

@@ -169,6 +169,34 @@ def test_config_rewritten_without_duplicates(
     assert conf["dbms.security.auth_enabled"] == "true"
 
 
+def _shared_bits(root: Path) -> dict[str, str]:
+    """Everything under ``root`` that its group or others may use, with its mode."""
+    return {str(p.relative_to(root)): oct(stat.S_IMODE(p.lstat().st_mode))
+            for p in [root, *root.rglob("*")]
+            if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077}
+
+
+def test_the_home_is_private_to_its_user(info: ServerInfo, server: LocalServer) -> None:
+    """The store files and transaction logs hold episode text: nothing under the home is readable
+    by anyone but its user, including what the server wrote while running."""
+    stored = json.loads(info.credentials_path.read_text())
+    with GraphDatabase.driver(info.uri, auth=(stored["user"], stored["password"])) as driver:
+        driver.execute_query("CREATE (:PermissionProbe {text: 'private episode text'})")
+        driver.execute_query("MATCH (n:PermissionProbe) DELETE n")
+    logs = list((server.home / "data" / "transactions").rglob("neostore.transaction.db.*"))
+    assert logs and (server.home / "data" / "databases" / "neo4j").is_dir()
+    assert _shared_bits(server.home) == {}
+    # What it creates from now on (new log files, a new database) is private too: its umask.
+    umask = [line for line in Path(f"/proc/{info.pid}/status").read_text().splitlines()
+             if line.startswith("Umask:")]
+    assert umask == ["Umask:\t0077"]
+    # A home from before (or a file a server started before then wrote) is tightened by `up`.
+    logs[0].chmod(0o644)
+    server.logs_dir.chmod(0o755)
+    assert server.up().pid == info.pid
+    assert _shared_bits(server.home) == {}
+
+
 def test_down_stops_the_server(info: ServerInfo, server: LocalServer, settings: Settings) -> None:
     assert server.down() is True
     status = server.status()
