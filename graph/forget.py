@@ -57,7 +57,7 @@ KEYS = frozenset({
     "value_type", "memory_type", "retention_policy", "op", "key", "dedupe_key", "content_hash",
     "delta_key", "delta_keys", "episode_id", "source_episode_id", "expired_by_episode_id",
     "supersedes_memory_id", "revises_memory_id", "support_episodes", "embedding_model", "stage",
-    "extractor", "claimed_by", "visible_to",
+    "extractor", "claimed_by",
 })
 
 # ``refused``: quarantine entries naming the subject, which may exist without the entity (a delta
