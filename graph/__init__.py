@@ -4,6 +4,7 @@ Pure modules (``models``, ``schema``, ``reconcile``) never import the driver; ``
 module that executes Cypher.
 """
 
+from .deletion import DeletionReport
 from .errors import (
     Conflict,
     ExtractionError,
@@ -23,6 +24,7 @@ __all__ = [
     "AttributeSpec",
     "Cardinality",
     "Conflict",
+    "DeletionReport",
     "Entity",
     "Episode",
     "EpisodeKind",

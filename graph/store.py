@@ -38,6 +38,16 @@ from .evolution import (
     values_statement,
 )
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
+from .deletion import (
+    COUNT_TENANT,
+    DeletionReport,
+    TENANT_LABELS,
+    new_record_id,
+    tenant_counts,
+    tenant_finished,
+    tenant_record,
+    tenant_report,
+)
 from .forget import ForgetReport, forget_steps
 from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purge_batch, purge_refusals_batch
 from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
@@ -60,7 +70,7 @@ INDEX_TIMEOUT_S = 300
 DELETE_TENANT = (
     "MATCH (:Entity {tenant_id: $tenant})-[f]->() CALL (f) { DELETE f } IN TRANSACTIONS OF 10000 ROWS",
     *(f"MATCH (n:{label} {{tenant_id: $tenant}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS"
-      for label in ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger")),
+      for label in TENANT_LABELS),
 )
 
 
@@ -359,11 +369,31 @@ class Store(_Base):
                                            "definition": new.definition()})
         self.schema = new
 
-    def delete_tenant(self, tenant: str) -> None:
-        """Remove every node and fact of ``tenant`` (used by the demo reset, tests and benchmarks)."""
+    def delete_tenant(self, tenant: str, *, dry_run: bool = False, actor: str = "unknown",
+                      reason: str | None = None) -> DeletionReport:
+        """Remove every node and fact of ``tenant`` but its deletion records, in bounded
+        transactions, recorded by a ``(:Deletion {grain: 'tenant'})`` that stays (see ``deletion``).
+        ``dry_run`` only counts. A tenant holding nothing is left without a record."""
+        now = self.clock()
+        counts = tenant_counts(self.read(COUNT_TENANT, {"tenant": tenant}))
+        if dry_run or not any(counts.values()):
+            return tenant_report(tenant, now, actor, reason, counts, dry_run, None)
+        record_id = new_record_id()
+        record = tenant_record(tenant, record_id, now, actor, reason, counts)
+        self.run_write(record.query, record.params)
         with translated(self.uri), self.driver.session(database=self.database) as session:
             for statement in DELETE_TENANT:
                 session.run(statement, tenant=tenant).consume()
+        finished = tenant_finished(tenant, record_id, self.clock(), counts)
+        self.run_write(finished.query, finished.params)
+        return tenant_report(tenant, now, actor, reason, counts, False, record_id)
+
+    def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+        """Drive a statement generator in one READ transaction (a dry run: the server refuses a write)."""
+        with translated(self.uri), self.driver.session(
+            database=self.database, default_access_mode=neo4j.READ_ACCESS
+        ) as session:
+            return session.execute_read(lambda tx: _drive(tx, make_steps()))  # type: ignore[arg-type]
 
     def purge(self, tenant: str, now: datetime,
               on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
@@ -495,6 +525,13 @@ class AsyncStore(_Base):
 
     async def transact(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
         return await self._write(make_steps)  # type: ignore[arg-type]
+
+    async def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+        with translated(self.uri):
+            async with self.driver.session(
+                database=self.database, default_access_mode=neo4j.READ_ACCESS
+            ) as session:
+                return await session.execute_read(lambda tx: _adrive(tx, make_steps()))  # type: ignore[arg-type]
 
     async def record(self, episodes: Sequence[Episode], status: str = "recorded") -> list[Recorded]:
         if not episodes:

@@ -1,5 +1,5 @@
 // name: doctor
-// doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, rows retired before they were recorded (expired_at < recorded_at: a writer's clock ran behind the row it retired), facts whose source episode is gone, edges that cross tenants.
+// doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, rows retired before they were recorded (expired_at < recorded_at: a writer's clock ran behind the row it retired), facts whose source episode is gone, edges that cross tenants; and what a recorded deletion must not leave (graph/deletion.py): a fact citing a deleted episode, a row of a deleted memory, a ledger statement of a deleted memory or episode, an orphan value node of a slot a deletion touched, data of a deleted tenant, a tenant deletion that stopped halfway.
 // param: tenant string  the tenant id
 // param: single_valued list  the attributes with cardinality one (the schema knows them)
 // example: :param {tenant: 'demo', single_valued: ['passport_deadline', 'home_city', 'covered_by']}
@@ -36,6 +36,60 @@ CALL () {
     AND (coalesce(b.tenant_id, '') <> $tenant OR coalesce(r.tenant_id, $tenant) <> $tenant)
   RETURN DISTINCT 'cross-tenant edge' AS problem, a.id AS subject, type(r) AS attribute,
          r.memory_id AS memory_id, coalesce(b.tenant_id, r.tenant_id) AS other
+  UNION ALL
+  // Deletion records (graph/deletion.py) name what went: nothing may still cite or hold it. An
+  // episode recorded again under a deleted id is a new episode, so only missing ones count.
+  MATCH (d:Deletion {tenant_id: $tenant})
+  WHERE d.target_episode_id IS NOT NULL
+    AND NOT EXISTS { MATCH (:Episode {tenant_id: $tenant, id: d.target_episode_id}) }
+  WITH collect(d.target_episode_id) AS gone WHERE gone <> []
+  MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+  WHERE f.memory_id IS NOT NULL
+  UNWIND [f.source_episode_id, f.expired_by_episode_id, f.confirmed_by_episode_id]
+         + coalesce(f.support_episodes, []) AS cited
+  WITH s, f, cited WHERE cited IN gone
+  RETURN DISTINCT 'fact cites a deleted episode' AS problem, s.id AS subject, f.attribute AS attribute,
+         f.memory_id AS memory_id, cited AS other
+  UNION ALL
+  MATCH (d:Deletion {tenant_id: $tenant})
+  UNWIND coalesce(d.memory_ids, []) AS m
+  WITH collect(m) AS gone WHERE gone <> []
+  MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+  WHERE f.memory_id IN gone
+  RETURN 'fact of a deleted memory' AS problem, s.id AS subject, f.attribute AS attribute,
+         f.memory_id AS memory_id, null AS other
+  UNION ALL
+  MATCH (d:Deletion {tenant_id: $tenant})
+  WITH d, [k IN coalesce(d.statement_keys, []) | '"' + k + '"']
+          + [m IN coalesce(d.memory_ids, []) | '"row:' + m + '"']
+          + [m IN coalesce(d.memory_ids, []) | '"row-end:' + m + '"'] AS needles,
+       CASE WHEN d.target_episode_id IS NULL
+              OR EXISTS { MATCH (:Episode {tenant_id: $tenant, id: d.target_episode_id}) } THEN null
+            ELSE '.*("ep":"' + replace(d.target_episode_id, '.', '\\.') + '"|"eps":\\[[^\\]]*"'
+                 + replace(d.target_episode_id, '.', '\\.') + '").*' END AS pattern
+  MATCH (l:Ledger {tenant_id: $tenant})
+  WHERE any(p IN l.points WHERE any(n IN needles WHERE p CONTAINS n) OR p =~ pattern)
+  RETURN DISTINCT 'ledger holds a deleted statement' AS problem, l.subject AS subject,
+         l.attribute AS attribute, null AS memory_id, d.id AS other
+  UNION ALL
+  MATCH (d:Deletion {tenant_id: $tenant})
+  UNWIND coalesce(d.slots, []) AS slot
+  WITH DISTINCT slot
+  MATCH (v:Value {tenant_id: $tenant})
+  WHERE v.key STARTS WITH slot + '|' AND NOT EXISTS { MATCH ()-[]->(v) }
+  RETURN 'orphan value node' AS problem, split(slot, '|')[0] AS subject, split(slot, '|')[1] AS attribute,
+         null AS memory_id, elementId(v) AS other
+  UNION ALL
+  MATCH (d:Deletion {tenant_id: $tenant, grain: 'tenant'})
+  WITH max(d.deleted_at) AS at WHERE at IS NOT NULL
+  MATCH (n) WHERE n.tenant_id = $tenant AND NOT n:Deletion
+    AND coalesce(n.recorded_at, n.created_at, n.started_at, n.forgotten_at, n.at, n.updated_at) < at
+  RETURN 'left by a tenant deletion' AS problem, coalesce(n.id, n.subject) AS subject,
+         labels(n)[0] AS attribute, null AS memory_id, toString(at) AS other
+  UNION ALL
+  MATCH (d:Deletion {tenant_id: $tenant, grain: 'tenant', status: 'deleting'})
+  RETURN 'tenant deletion stopped halfway' AS problem, null AS subject, null AS attribute,
+         null AS memory_id, d.id AS other
 }
 RETURN problem, subject, attribute, memory_id, other
 ORDER BY problem, subject, attribute

@@ -21,14 +21,16 @@ from pydantic import BaseModel, ValidationError
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
 from sgam.graph.errors import InvalidDelta, validation_problems
 from sgam.graph.evolution import MigrationReport, StepReport
+from sgam.graph.deletion import DeletionReport, deletion_steps, episode_steps, missing_memory, slot_steps
 from sgam.graph.forget import ForgetReport
 from sgam.graph.residue import residue_steps
 from sgam.graph.retention import PurgeReport
 from sgam.graph.models import (
-    Cardinality, Episode, Fact, MemoryDelta, Op, check_principal, check_tenant, parse_instant, utcnow,
+    Cardinality, Episode, Fact, MemoryDelta, Op, check_id, check_principal, check_tenant, parse_instant, utcnow,
 )
 from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
 from sgam.graph.store import AsyncStore, Clock, Retries, Store
+from sgam.graph.subject_access import export_steps
 from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
@@ -230,6 +232,62 @@ class _Queries:
         types = "|".join(quote_identifier(t) for t in self.schema.fact_types())
         return SUBJECT_OF % types, {"tenant": params["tenant"], "memory_id": params["memory_id"]}
 
+    # -- deletion and subject access (graph/deletion.py, graph/subject_access.py) ---------------
+
+    @staticmethod
+    def _id(value: Any, what: str) -> str:
+        try:
+            return check_id(value, what)
+        except ValueError as exc:
+            raise InvalidDelta(str(exc)) from None
+
+    @staticmethod
+    def _audit(actor: str | None, reason: str | None) -> tuple[str, str | None]:
+        """The deletion record's actor (``"unknown"`` when not given) and reason, checked."""
+        if actor is not None and (not isinstance(actor, str) or not actor.strip() or len(actor) > 200):
+            raise InvalidDelta(f"actor {actor!r} is not valid: give who deletes, 1-200 characters "
+                               "(e.g. 'user:ops-anna' or 'agent:retention')")
+        if reason is not None and (not isinstance(reason, str) or len(reason) > 500):
+            raise InvalidDelta("reason must be text of at most 500 characters: it is stored in the "
+                               "deletion record (say why, not what was deleted)")
+        return (actor.strip() if actor else "unknown"), reason
+
+    def _memory_target(self, tenant: str, memory_id: str | None, subject: str | None,
+                       attribute: str | None) -> tuple[str, str | None, str | None]:
+        """``(tenant, memory_id, attribute)`` checked: one version, or a whole slot of ``subject``."""
+        tenant = self._tenant(tenant)
+        slot = subject is not None or attribute is not None
+        if (memory_id is not None) == slot or (slot and (subject is None or attribute is None)):
+            raise InvalidDelta("delete_memory takes memory_id (one fact version) or subject and "
+                               "attribute (the slot's whole history), not both and not neither")
+        if memory_id is not None and (not isinstance(memory_id, str) or not memory_id):
+            raise InvalidDelta(f"memory_id {memory_id!r} is not valid: give a memory id from history or current")
+        if subject is not None:
+            self._id(subject, "subject")
+            if not isinstance(attribute, str) or not attribute:
+                raise InvalidDelta(f"attribute {attribute!r} is not valid: give the attribute's name")
+        return tenant, memory_id, attribute
+
+    def _slot_deletion(self, tenant: str, subject: str, attribute: str | None, memory_id: str | None,
+                       dry_run: bool, actor: str, reason: str | None) -> Callable[[], Any]:
+        def steps() -> Any:
+            now = self.clock()
+            return deletion_steps(slot_steps(tenant, subject, attribute, memory_id, now, dry_run),
+                                  now, actor, reason, dry_run)
+        return steps
+
+    def _episode_deletion(self, tenant: str, episode_id: str, dry_run: bool, actor: str,
+                          reason: str | None) -> Callable[[], Any]:
+        def steps() -> Any:
+            now = self.clock()
+            return deletion_steps(episode_steps(tenant, episode_id, now, dry_run), now, actor, reason, dry_run)
+        return steps
+
+    def _export(self, tenant: str, subject: str, principal: str | None) -> Callable[[], Any]:
+        tenant, principal = self._tenant(tenant), self._principal(principal)
+        self._id(subject, "subject")
+        return lambda: export_steps(tenant, subject, principal, self.schema, self.clock())
+
 
 def _build(model: type[T], fields: dict[str, Any]) -> T:
     """A model from keyword fields, with a validation failure as :class:`InvalidDelta`."""
@@ -325,9 +383,54 @@ class MemoryGraph(_Queries):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def delete_tenant(self, tenant: str) -> None:
-        """Erase everything stored for ``tenant``: entities, facts, values and episodes."""
-        self.store.delete_tenant(self._tenant(tenant))
+    def delete_tenant(self, tenant: str, *, dry_run: bool = False, actor: str | None = None,
+                      reason: str | None = None) -> DeletionReport:
+        """Erase everything stored for ``tenant`` (entities, facts, values, episodes, ledgers,
+        quarantine, run records) but its deletion records, and leave a ``(:Deletion {grain:
+        'tenant'})`` record with the counts, who (``actor``) and why (``reason``). ``dry_run`` only
+        counts what would go. A tenant that holds nothing gets no record (``report.empty``)."""
+        actor_, reason = self._audit(actor, reason)
+        return self.store.delete_tenant(self._tenant(tenant), dry_run=dry_run, actor=actor_, reason=reason)
+
+    def delete_memory(self, tenant: str, memory_id: str | None = None, *, subject: str | None = None,
+                      attribute: str | None = None, dry_run: bool = False, actor: str | None = None,
+                      reason: str | None = None) -> DeletionReport:
+        """Delete one fact version (``memory_id``, with its closed, trimmed or extended copies) or a
+        slot's whole history (``subject`` and ``attribute``), in one transaction, and record it.
+
+        Rows decide: the slot's ledger is rebuilt from the rows that remain, so a deleted version
+        leaves a gap; the value it superseded does not come back. ``dry_run`` lists what would go
+        and changes nothing. :class:`NotFound` when there is no such version or slot."""
+        tenant, memory_id, attribute = self._memory_target(tenant, memory_id, subject, attribute)
+        actor_, reason = self._audit(actor, reason)
+        if memory_id is not None:
+            found = self.store.read(*self._subject_of({"tenant": tenant, "memory_id": memory_id}))
+            if not found:
+                raise missing_memory(tenant, memory_id)
+            subject = found[0]["subject"]
+        steps = self._slot_deletion(tenant, str(subject), attribute, memory_id, dry_run, actor_, reason)
+        return self.store.inspect(steps) if dry_run else self.store.transact(steps)
+
+    def delete_episode(self, tenant: str, episode_id: str, *, dry_run: bool = False,
+                       actor: str | None = None, reason: str | None = None) -> DeletionReport:
+        """Delete an episode and what only it supports, in one transaction, and record it.
+
+        Facts it alone supports go (candidates too); facts with other support lose its pointers
+        (support, source, the statement that retired or confirmed them). Its quarantine entries
+        go, and entities it alone brought in. ``dry_run`` lists what would go and changes nothing."""
+        tenant = self._tenant(tenant)
+        actor_, reason = self._audit(actor, reason)
+        steps = self._episode_deletion(tenant, self._id(episode_id, "episode id"), dry_run, actor_, reason)
+        return self.store.inspect(steps) if dry_run else self.store.transact(steps)
+
+    def export_subject(self, tenant: str, subject: str, principal: str | None = None) -> dict[str, Any]:
+        """Everything the store holds about ``subject`` as JSON-ready data (a subject access
+        request): facts with full history and provenance, facts pointing at it, the episodes that
+        mention it, its statements, candidates, quarantine entries and deletion records; read as
+        ``principal`` (``"*"``: everything). :class:`NotFound` when the tenant holds nothing about it."""
+        from .export import _jsonable as jsonable
+
+        return jsonable(self.store.inspect(self._export(tenant, subject, principal)))
 
     def forget_subject(self, tenant: str, subject: str) -> ForgetReport:
         """Erase a subject completely and tombstone it (see :mod:`sgam.graph.forget`).
@@ -717,6 +820,34 @@ class AsyncMemoryGraph(_Queries):
 
     async def doctor(self, tenant: str) -> list[dict[str, Any]]:
         return await self.query("doctor", **self._doctor(tenant))
+
+    async def delete_memory(self, tenant: str, memory_id: str | None = None, *, subject: str | None = None,
+                            attribute: str | None = None, dry_run: bool = False, actor: str | None = None,
+                            reason: str | None = None) -> DeletionReport:
+        """See :meth:`MemoryGraph.delete_memory`."""
+        tenant, memory_id, attribute = self._memory_target(tenant, memory_id, subject, attribute)
+        actor_, reason = self._audit(actor, reason)
+        if memory_id is not None:
+            found = await self.store.read(*self._subject_of({"tenant": tenant, "memory_id": memory_id}))
+            if not found:
+                raise missing_memory(tenant, memory_id)
+            subject = found[0]["subject"]
+        steps = self._slot_deletion(tenant, str(subject), attribute, memory_id, dry_run, actor_, reason)
+        return await (self.store.inspect(steps) if dry_run else self.store.transact(steps))
+
+    async def delete_episode(self, tenant: str, episode_id: str, *, dry_run: bool = False,
+                             actor: str | None = None, reason: str | None = None) -> DeletionReport:
+        """See :meth:`MemoryGraph.delete_episode`."""
+        tenant = self._tenant(tenant)
+        actor_, reason = self._audit(actor, reason)
+        steps = self._episode_deletion(tenant, self._id(episode_id, "episode id"), dry_run, actor_, reason)
+        return await (self.store.inspect(steps) if dry_run else self.store.transact(steps))
+
+    async def export_subject(self, tenant: str, subject: str, principal: str | None = None) -> dict[str, Any]:
+        """See :meth:`MemoryGraph.export_subject`."""
+        from .export import _jsonable as jsonable
+
+        return jsonable(await self.store.inspect(self._export(tenant, subject, principal)))
 
     async def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
                       valid_at: Instant | None = None, budget_tokens: int = 800,

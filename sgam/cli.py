@@ -10,6 +10,8 @@
     sgam demo                      the seed example, side by side with a naive text memory
     sgam bench [scale|replay|locomo|baseline]   benchmarks: SGAM vs raw Cypher, text memory and Graphiti
     sgam ingest FILE... -t T       record episodes, process them now or queue them
+    sgam delete memory|episode|tenant -t T ...   delete at one grain, with --dry-run and an audit record
+    sgam export-subject -t T -s S  everything stored about a subject, as JSON
     sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
 """
 
@@ -740,6 +742,11 @@ def bench_locomo(
 from .ingest_cli import register as _register_ingest  # noqa: E402
 
 _register_ingest(app, friendly, console, err, _instant, _print_table, retried_line)
+
+# delete memory|episode|tenant and export-subject (data protection) live in their own module too.
+from .deletion_cli import register as _register_deletion  # noqa: E402
+
+_register_deletion(app, friendly, console, err, _jsonable)
 
 
 if __name__ == "__main__":  # pragma: no cover
