@@ -222,7 +222,7 @@ class Store(_Base):
         return self.inspect(lambda: _single(Statement(query, params)))
 
     def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
-        """Drive a statement generator in one read transaction (READ access mode)."""
+        """Drive a statement generator in one READ transaction (a dry run: the server refuses a write)."""
         with translated(self.uri), self.driver.session(
             database=self.database, default_access_mode=neo4j.READ_ACCESS
         ) as session:
@@ -388,13 +388,6 @@ class Store(_Base):
         self.run_write(finished.query, finished.params)
         return tenant_report(tenant, now, actor, reason, counts, False, record_id)
 
-    def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
-        """Drive a statement generator in one READ transaction (a dry run: the server refuses a write)."""
-        with translated(self.uri), self.driver.session(
-            database=self.database, default_access_mode=neo4j.READ_ACCESS
-        ) as session:
-            return session.execute_read(lambda tx: _drive(tx, make_steps()))  # type: ignore[arg-type]
-
     def purge(self, tenant: str, now: datetime,
               on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
         """Remove expired facts class by class in bounded transactions; see ``retention``.
@@ -525,13 +518,6 @@ class AsyncStore(_Base):
 
     async def transact(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
         return await self._write(make_steps)  # type: ignore[arg-type]
-
-    async def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
-        with translated(self.uri):
-            async with self.driver.session(
-                database=self.database, default_access_mode=neo4j.READ_ACCESS
-            ) as session:
-                return await session.execute_read(lambda tx: _adrive(tx, make_steps()))  # type: ignore[arg-type]
 
     async def record(self, episodes: Sequence[Episode], status: str = "recorded") -> list[Recorded]:
         if not episodes:
