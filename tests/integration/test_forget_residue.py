@@ -3,7 +3,8 @@
 A subject, ``zed`` (named "Zachary Zimmer"), is stated in every way a store can hold it: its own facts,
 episodes linked to it, episodes that name it without a link (one queued for the worker), the actor
 of an episode another subject's fact cites, a queued episode's stored deltas, a refusal, the
-``asserted_by`` of another subject's fact, and another subject's value equal to its id. After
+``asserted_by`` of another subject's fact, another subject's value equal to its id, and the
+audit record of an earlier deletion of one of its slots. After
 ``sgam forget``:
 
 * the test's own oracle dumps every property of every node and relationship of the tenant with raw
@@ -116,13 +117,15 @@ def seed(graph: MemoryGraph, tenant: str, tmp_path: Path) -> None:
           StoreUnavailable("simulated outage"), "created")
     assert graph.store.read("MATCH (e:Episode {tenant_id: $t}) WHERE e.status = 'pending' "
                             "RETURN count(e) AS n", {"t": tenant}) == [{"n": 2}]
+    # An audit record naming the subject (a deletion of one of its slots before the forget).
+    graph.delete_memory(tenant, subject="zed", attribute="birthday", actor="user:zed", reason="asked by zed")
 
 
 @pytest.fixture
 def zed(env, graph: MemoryGraph, tenant: str, tmp_path: Path) -> MemoryGraph:
     seed(graph, tenant, tmp_path)
     left = traces_left(graph, tenant, TRACES)
-    assert {kind for kind, _, _ in left} >= {"Episode", "Entity", "Quarantine", "Ledger", "Value"}
+    assert {kind for kind, _, _ in left} >= {"Episode", "Entity", "Quarantine", "Ledger", "Value", "Deletion"}
     return graph
 
 
