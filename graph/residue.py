@@ -22,12 +22,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Generator, Iterable
-from datetime import datetime
 from typing import Any
 
 from .errors import NotFound
 from .names import term_hash
-from .writes import Records, Statement, native
+from .writes import Records, Statement
 
 TOMBSTONE = """
 MATCH (t:Tombstone {tenant_id: $tenant, subject: $subject})
@@ -36,22 +35,28 @@ RETURN t.forgotten_at AS at, t.salt AS salt, coalesce(t.name_hashes, []) AS name
        coalesce(t.redacted_episodes, []) AS redacted
 """
 
-NODES = """
+# Text properties only (strings, lists of strings), of what was recorded by the forget ($since).
+_TEXT = """[k IN keys(x) WHERE valueType(x[k]) STARTS WITH 'STRING' OR valueType(x[k]) STARTS WITH 'LIST<STRING'
+          | [k, x[k]]] AS texts, x.id AS id, x.memory_id AS memory_id"""
+_BY = "($since IS NULL OR coalesce(x.recorded_at, x.created_at, $since) <= $since)"
+
+NODES = f"""
 MATCH (x) WHERE x.tenant_id = $tenant AND NOT x:Tombstone
-RETURN labels(x) AS labels, elementId(x) AS eid, properties(x) AS props
+  AND CASE WHEN x:Ledger THEN $since IS NULL OR x.updated_at <= $since ELSE {_BY} END
+RETURN labels(x) AS labels, elementId(x) AS eid, {_TEXT}
 """
 
-RELATIONSHIPS = """
-MATCH (a)-[x]->(b) WHERE a.tenant_id = $tenant OR b.tenant_id = $tenant
-RETURN [type(x)] AS labels, elementId(x) AS eid, properties(x) AS props
+RELATIONSHIPS = f"""
+MATCH (a)-[x]->(b) WHERE (a.tenant_id = $tenant OR b.tenant_id = $tenant) AND {_BY}
+RETURN [type(x)] AS labels, elementId(x) AS eid, {_TEXT}
 """
 
 FULLTEXT = "SHOW FULLTEXT INDEXES YIELD name, entityType WHERE entityType = 'NODE' RETURN name"
 
-FULLTEXT_HITS = """
+FULLTEXT_HITS = f"""
 CALL db.index.fulltext.queryNodes($index, $phrase) YIELD node
-WHERE node.tenant_id = $tenant AND NOT node:Tombstone
-RETURN labels(node) AS labels, elementId(node) AS eid, properties(node) AS props
+WITH node AS x WHERE x.tenant_id = $tenant AND NOT x:Tombstone AND {_BY}
+RETURN labels(x) AS labels, elementId(x) AS eid, {_TEXT}
 """
 
 # Words as the specification defines them, found by splitting instead of matching: separators are
@@ -90,8 +95,16 @@ class _Search:
         self.names = set(stone["names"]) if stone else set()
         self.values = set(stone["values"]) if stone else set()
         self.longest = max(stone["max_words"], len(self.subject)) if stone else len(self.subject)
+        self.cache: dict[tuple[str, bool], str | None] = {}
 
     def found(self, text: str, with_values: bool) -> str | None:
+        # Most texts repeat (statuses, attribute names, actors): each is read once.
+        key = (text, with_values)
+        if key not in self.cache:
+            self.cache[key] = self._find(text, with_values)
+        return self.cache[key]
+
+    def _find(self, text: str, with_values: bool) -> str | None:
         w = _words(text)
         n = len(self.subject)
         if n and any(tuple(w[i:i + n]) == self.subject for i in range(len(w) - n + 1)):
@@ -108,43 +121,33 @@ class _Search:
         return None
 
 
-def _when(props: dict[str, Any], ledger: bool) -> datetime | None:
-    at = props.get("updated_at") if ledger else props.get("recorded_at", props.get("created_at"))
-    return native(at) if at is not None else None
-
-
 def residue_steps(tenant: str, subject: str, *, forgotten: bool = True
                   ) -> Generator[Statement, Records, list[dict[str, Any]]]:
     """What is left of ``subject``. With ``forgotten``, the subject must have a tombstone (else
     :class:`NotFound`); without, only its id is looked for (what a forget would have to remove)."""
-    params = {"tenant": tenant, "subject": subject}
+    params: dict[str, Any] = {"tenant": tenant, "subject": subject}
     stones = yield Statement(TOMBSTONE, params)
     if forgotten and not stones:
         raise NotFound(f"tenant {tenant!r} has no tombstone for {subject!r}: it was never forgotten "
                        "(check the tenant and subject ids; `sgam forget` erases a subject)")
     stone = stones[0] if stones else None
     search = _Search(subject, stone)
-    since = native(stone["at"]) if stone else None
+    params["since"] = stone["at"] if stone else None
     redacted = set(stone["redacted"]) if stone else set()
     findings: list[dict[str, Any]] = []
     seen: set[str] = set()
 
     def look(kind: str, r: dict[str, Any]) -> None:
-        props = r["props"]
         label = r["labels"][0] if r["labels"] else "(no label)"
-        at = _when(props, label == "Ledger")
-        if r["eid"] in seen or (since is not None and at is not None and at > since):
+        if r["eid"] in seen:
             return
-        with_values = label == "Episode" and props.get("id") in redacted
-        for key, value in props.items():
-            if key == "embedding":
-                continue
+        with_values = label == "Episode" and r["id"] in redacted
+        for key, value in r["texts"]:
             what = next((f for f in (search.found(t, with_values) for t in _texts(value)) if f),
                         None) or search.found(key, False)
             if what:
                 seen.add(r["eid"])
-                findings.append({"where": f"{kind} {label}",
-                                 "id": props.get("id") or props.get("memory_id") or r["eid"],
+                findings.append({"where": f"{kind} {label}", "id": r["id"] or r["memory_id"] or r["eid"],
                                  "property": key, "found": what})
 
     for kind, query in (("node", NODES), ("fact", RELATIONSHIPS)):
