@@ -289,6 +289,34 @@ class Schema(_Spec):
         """The schema as canonical JSON, as stored in ``(:SchemaVersion {definition})``."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
+    def readers_of(self, candidate: Any) -> tuple[str, ...] | None:
+        """The principals that may read ``candidate`` (a refused candidate, or the deltas a queued
+        episode carries): those every private attribute named in it allows, as an episode stating
+        several private facts is stamped; ``None`` when it names none (everyone may).
+
+        A candidate without a usable ``subject`` resolves no ``subject`` reader: only the attribute's
+        other readers may see it.
+        """
+        found: list[tuple[str, ...]] = []
+        self._private_in(candidate, found)
+        if not found:
+            return None
+        return tuple(r for r in found[0] if all(r in more for more in found[1:]))
+
+    def _private_in(self, data: Any, found: list[tuple[str, ...]]) -> None:
+        # Nested: an extractor may hand a list of deltas where one candidate was expected.
+        if isinstance(data, dict):
+            attribute = data.get("attribute")
+            spec = self.attributes.get(attribute) if isinstance(attribute, str) else None
+            if spec is not None and spec.visibility == "private":
+                subject = data.get("subject")
+                found.append(spec.visible_to(subject if isinstance(subject, str) else "") or ())
+            for value in data.values():
+                self._private_in(value, found)
+        elif isinstance(data, list):
+            for value in data:
+                self._private_in(value, found)
+
     def same_definition(self, stored: str) -> bool:
         """Whether a stored definition means this schema (options added later take their defaults)."""
         try:

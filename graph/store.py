@@ -8,6 +8,7 @@ Reads run in READ access mode: the server refuses a write attempted through them
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -57,7 +58,24 @@ from .reconcile import DEFAULT_MAX_FUTURE
 
 # The recorded migration that gave the slots of an older store their ledgers.
 LEDGER_BACKFILL = "0008-ledger-backfill"
-from .writes import BatchResult, Records, Statement, WriteSteps, backfill_steps, prepare, write_steps
+QUARANTINE_READERS = "0010-quarantine-readers"
+
+# Quarantine entries stored before they carried their readers (``visible_to``), in element-id
+# order from ``$after``: the backfill stamps those of private attributes, as storing them now does.
+UNSTAMPED_QUARANTINE = """
+MATCH (q:Quarantine) WHERE q.visible_to IS NULL AND elementId(q) > $after
+RETURN elementId(q) AS eid, q.tenant_id AS tenant_id, q.episode_id AS episode_id, q.candidate AS candidate
+ORDER BY eid LIMIT $batch
+"""
+
+STAMP_QUARANTINE = """
+UNWIND $rows AS r
+MATCH (q:Quarantine) WHERE elementId(q) = r.eid
+SET q.visible_to = r.readers
+"""
+from .writes import (
+    RESTRICT_EPISODES, BatchResult, Records, Statement, WriteSteps, backfill_steps, prepare, write_steps,
+)
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -266,6 +284,8 @@ class Store(_Base):
             done = self._ddl(session, self.schema)
             if self._backfill_ledgers(session):
                 done.append(LEDGER_BACKFILL)
+            if self._backfill_quarantine_readers(session):
+                done.append(QUARANTINE_READERS)
             stored = session.run(RECORD_SCHEMA, name=self.schema.name, version=self.schema.version,
                                  definition=self.schema.definition()).single()["stored"]
             if not self.schema.same_definition(stored):
@@ -286,6 +306,32 @@ class Store(_Base):
             _, after = session.execute_write(
                 lambda tx: _drive(tx, backfill_steps(self.schema, after, batch, self.clock())))  # noqa: B023
         session.run(RECORD, id=LEDGER_BACKFILL, statements=[]).consume()
+        return True
+
+    def _backfill_quarantine_readers(self, session: Any, batch: int = 2000) -> bool:
+        """Once per store: give each quarantine entry of a private attribute stored before entries
+        carried their readers its ``visible_to``, and restrict its episode to them (as storing it
+        now does). Returns whether it ran now."""
+        if session.run("MATCH (m:Migration {id: $id}) RETURN m", id=QUARANTINE_READERS).single():
+            return False
+        after = ""
+        while True:
+            rows = session.run(UNSTAMPED_QUARANTINE, after=after, batch=batch).data()
+            if not rows:
+                break
+            after = rows[-1]["eid"]
+            stamped = []
+            for r in rows:
+                try:
+                    readers = self.schema.readers_of(json.loads(r["candidate"] or "null"))
+                except ValueError:
+                    continue
+                if readers is not None:
+                    stamped.append({**r, "id": r["episode_id"], "readers": list(readers)})
+            if stamped:
+                session.execute_write(lambda tx: (tx.run(STAMP_QUARANTINE, rows=stamped).consume(),  # noqa: B023
+                                                  tx.run(RESTRICT_EPISODES, episodes=stamped).consume()))
+        session.run(RECORD, id=QUARANTINE_READERS, statements=[]).consume()
         return True
 
     def apply_schema(self, new: Schema, *, dry_run: bool = False, batch_size: int = MIGRATION_BATCH,

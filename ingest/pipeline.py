@@ -225,7 +225,7 @@ def defer(graph: Graph, episode: Episode, deltas: Sequence[Mapping[str, Any]] | 
     stored = q.candidate_json(list(deltas)) if deltas else None
     params = {"tenant": episode.tenant_id, "episode": episode.id, "now": now,
               "not_before": now + DEFER_BACKOFF, "error": reason, "deltas": stored}
-    readers = q.readers_of(json.loads(stored), graph.schema) if stored else None
+    readers = graph.schema.readers_of(json.loads(stored)) if stored else None
     try:
         graph.store.transact(lambda: _defer_steps(params, readers))
     except SgamError as again:

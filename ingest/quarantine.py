@@ -12,7 +12,7 @@ extractor, candidate, subjects, created_at, status, attempts})``:
 * ``status`` is ``open`` until a replay (:func:`sgam.ingest.pipeline.replay_quarantine`) writes it,
   then ``resolved`` (with ``resolved_at``, ``resolution`` and ``memory_ids``);
 * ``subjects`` lists the entity ids the candidate names, so forgetting a subject removes its entries;
-* ``visible_to`` (:func:`readers_of`): a candidate naming a private attribute keeps that
+* ``visible_to`` (``Schema.readers_of``): a candidate naming a private attribute keeps that
   attribute's readers, like the fact it would have been, and is listed only to them; the episode
   it came from is restricted to them too (``graph/writes.py`` does the same for a written fact).
   An ``extract`` entry holds the extractor's raw reading of its episode, so it is listed to whoever
@@ -140,35 +140,6 @@ def _subjects(candidate: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def readers_of(candidate: Any, schema: Schema) -> tuple[str, ...] | None:
-    """The principals that may read ``candidate`` (a refused candidate, or the deltas a queued
-    episode carries): those every private attribute named in it allows, as an episode stating
-    several private facts is stamped; ``None`` when it names none (everyone may).
-
-    A candidate without a usable ``subject`` resolves no ``subject`` reader: only the attribute's
-    other readers may see it.
-    """
-    found: list[tuple[str, ...]] = []
-    _private_in(candidate, schema, found)
-    if not found:
-        return None
-    return tuple(r for r in found[0] if all(r in more for more in found[1:]))
-
-
-def _private_in(data: Any, schema: Schema, found: list[tuple[str, ...]]) -> None:
-    # Nested: an extractor may hand a list of deltas where one candidate was expected.
-    if isinstance(data, dict):
-        spec = schema.attributes.get(data["attribute"]) if isinstance(data.get("attribute"), str) else None
-        if spec is not None and spec.visibility == "private":
-            subject = data.get("subject")
-            found.append(spec.visible_to(subject if isinstance(subject, str) else ""))
-        for value in data.values():
-            _private_in(value, schema, found)
-    elif isinstance(data, list):
-        for value in data:
-            _private_in(value, schema, found)
-
-
 def restrict_steps(rows: Sequence[tuple[str, str, tuple[str, ...] | None]]
                    ) -> Generator[Statement, Records, None]:
     """Restrict episodes ``(tenant, id, readers)`` that stated a private value to its readers
@@ -245,7 +216,7 @@ def store_refusals_steps(refusals: Sequence[Refusal], now: datetime,
     """Store refusal records (one already stored for the same statement is left as it is), each
     readable as ``schema`` says (see the module docstring)."""
     if refusals:
-        readers = [readers_of(r.entry.candidate_data(), schema) for r in refusals]
+        readers = [schema.readers_of(r.entry.candidate_data()) for r in refusals]
         yield Statement(STORE_REFUSALS, {"entries": [r.params(v) for r, v in zip(refusals, readers)],
                                          "now": now})
         yield from restrict_steps([(r.entry.tenant_id, r.entry.episode_id, v)
@@ -263,7 +234,7 @@ def store_steps(entries: Sequence[QuarantineEntry], now: datetime,
     """Store entries (an entry already stored is left as it is), each readable as ``schema``
     says (see the module docstring); returns how many were given."""
     if entries:
-        readers = [readers_of(e.candidate_data(), schema) for e in entries]
+        readers = [schema.readers_of(e.candidate_data()) for e in entries]
         rows = [{**e.params(), "visible_to": None if v is None else list(v)}
                 for e, v in zip(entries, readers)]
         yield Statement(STORE, {"entries": rows, "now": now})
@@ -294,5 +265,5 @@ def from_record(record: dict[str, Any], tenant: str) -> QuarantineEntry:
 
 
 __all__ = ["FORGOTTEN", "QuarantineEntry", "REPLAY", "Refusal", "STAGES", "candidate_json", "entry",
-           "from_record", "readers_of", "refusal", "refusals_of", "replayed_steps", "restrict_steps",
+           "from_record", "refusal", "refusals_of", "replayed_steps", "restrict_steps",
            "store_refusals_steps", "store_steps"]

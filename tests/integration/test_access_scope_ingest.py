@@ -233,3 +233,29 @@ def test_cli_lists_quarantine_and_queue_as_a_principal(env: None, graph: MemoryG
         assert ("1990-02-30" in found.output) is shown and ("1990-02-31" in found.output) is shown, extra
     refused = runner.invoke(app, ["quarantine", "list", "-t", tenant, "--as", "bob"])
     assert refused.exit_code != 0 and "principal 'bob' is not valid" in refused.output
+
+
+def test_entries_stored_before_they_carried_readers_are_stamped_on_upgrade(
+        graph: MemoryGraph, tenant: str, neo4j_connection) -> None:
+    """An upgraded store: entries written without ``visible_to`` get their attribute's readers
+    (and their episode is restricted) the first time a graph connects after the upgrade."""
+    from sgam.graph.store import QUARANTINE_READERS
+
+    private = {"tenant_id": tenant, "subject": "c1", "attribute": "secret_note", "value": 17}
+    shared = {"tenant_id": tenant, "subject": "c1", "attribute": "nickname", "value": 17}
+    for i, candidate in enumerate([private, shared]):
+        graph.store.run_write(
+            "CREATE (:Quarantine {tenant_id: $t, id: $id, episode_id: $ep, extractor: 'old', stage: 'write', "
+            "reason: 'r', error: 'e', candidate: $c, subjects: ['c1'], status: 'open', created_at: datetime()}) "
+            "CREATE (:Episode {tenant_id: $t, id: $ep, content: 'old text', occurred_at: datetime(), "
+            "recorded_at: datetime(), dedupe_key: $ep, content_hash: $ep, kind: 'message', actor: 'x'})",
+            {"t": tenant, "id": f"q-old-{i}", "ep": f"old-{i}", "c": json.dumps(candidate)})
+    graph.store.run_write("MATCH (m:Migration {id: $id}) DELETE m", {"id": QUARANTINE_READERS})
+    uri, auth = neo4j_connection
+    with MemoryGraph.connect(uri, auth, schema=SCHEMA) as upgraded:
+        rows = {r["id"]: r["readers"] for r in upgraded.store.read(
+            "MATCH (q:Quarantine {tenant_id: $t}) OPTIONAL MATCH (e:Episode {tenant_id: $t, id: q.episode_id}) "
+            "RETURN q.id AS id, [q.visible_to, e.visible_to] AS readers", {"t": tenant})}
+        assert rows == {"q-old-0": [["user:c1", "agent:hr"]] * 2, "q-old-1": [None, None]}
+        assert [e.id for e in upgraded.quarantine(tenant, principal="user:c2")] == ["q-old-1"]
+        assert {e.id for e in upgraded.quarantine(tenant, principal="agent:hr")} == {"q-old-0", "q-old-1"}
