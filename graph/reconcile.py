@@ -691,7 +691,12 @@ def _confirm(slot: _Slot, pending: list[Fact], delta: MemoryDelta, vkey: str) ->
     waiting = [r for r in pending if not vkey or r.value_key == vkey]
     if len(waiting) == 1:
         return _promote(slot, _supported(waiting[0], slot.base), (), by=delta)
-    listed = ", ".join(repr(r.value) for r in pending) or "none"
+    # A private attribute's pending values are shown only to an actor who may read them.
+    readers = spec.visible_to(delta.subject)
+    if readers is None or delta.asserted_by in readers:
+        listed = ", ".join(repr(r.value) for r in pending) or "none"
+    else:
+        listed = f"{len(pending)} (private: values shown to {', '.join(readers)} only)"
     if waiting:
         raise Conflict(f"several candidate values are pending for {where} ({listed}): "
                        "name the value to confirm")
@@ -719,10 +724,11 @@ def _promote(slot: _Slot, candidate: Fact, withdrawn: tuple[str, ...],
                     confirmer=confirmer)
     how = f"confirmed by {confirmer}" if confirmer else (
         f"{len(candidate.support_episodes)} distinct episodes")
+    readers = slot.spec.visible_to(candidate.subject)
+    shown = "" if readers is not None and confirmer not in readers else f" (value {candidate.value!r})"
     return replace(plan, outcome="promoted",
                    expire=(*withdrawn, *plan.expire, candidate.memory_id),
-                   message=f"candidate {candidate.memory_id} (value {candidate.value!r}) promoted, "
-                           f"{how}; {plan.outcome}")
+                   message=f"candidate {candidate.memory_id}{shown} promoted, {how}; {plan.outcome}")
 
 
 def _checked_value(delta: MemoryDelta, schema: Schema) -> tuple[Any, str]:

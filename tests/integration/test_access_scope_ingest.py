@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sgam import MemoryGraph
-from sgam.graph.errors import InvalidDelta, StoreUnavailable
+from sgam.graph.errors import Conflict, InvalidDelta, StoreUnavailable
 from sgam.graph.models import Episode
 from sgam.graph.schema import Schema
 from sgam.ingest import episodes as ep
@@ -259,3 +259,20 @@ def test_entries_stored_before_they_carried_readers_are_stamped_on_upgrade(
         assert rows == {"q-old-0": [["user:c1", "agent:hr"]] * 2, "q-old-1": [None, None]}
         assert [e.id for e in upgraded.quarantine(tenant, principal="user:c2")] == ["q-old-1"]
         assert {e.id for e in upgraded.quarantine(tenant, principal="agent:hr")} == {"q-old-0", "q-old-1"}
+
+
+@pytest.mark.parametrize("actor, sees", [("agent:other", False), ("agent:hr", True), ("user:c1", True)])
+def test_confirming_shows_a_private_pending_value_only_to_its_readers(
+        scoped: MemoryGraph, actor: str, sees: bool) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    when = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for i, value in enumerate(["s3cret-one", "s3cret-two"]):
+        scoped.record_episode(tenant_id=tenant, id=f"e{i}", content=f"noted {i}", occurred_at=when)
+        scoped.write(tenant_id=tenant, subject="c1", subject_type="Customer", attribute="pending_secret",
+                     value=value, valid_from=when, source_episode_id=f"e{i}")
+    scoped.record_episode(tenant_id=tenant, id="ok", content="confirmed", occurred_at=when)
+    with pytest.raises(Conflict) as several:
+        scoped.confirm(tenant, "c1", "pending_secret", actor=actor, episode="ok")
+    assert ("s3cret" in str(several.value)) is sees
+    result = scoped.confirm(tenant, "c1", "pending_secret", "s3cret-two", actor=actor, episode="ok")
+    assert result.outcome == "promoted" and ("s3cret" in result.message) is sees
