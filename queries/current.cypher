@@ -5,7 +5,11 @@
 // param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
 // param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', statuses: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => 'mira'
+// example: :param attribute => 'passport_deadline'
+// example: :param statuses => null
+// example: :param principal => null
 WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
        WHERE m.status <> 'done' OR m.dual_read_until > datetime()
        UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'

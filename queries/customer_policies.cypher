@@ -5,7 +5,11 @@
 // param: valid_at datetime  the instant both hops must be valid at
 // param: known_at datetime?  what we believed at this instant; null = now
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', customer: 'cust-ada', valid_at: datetime('2026-02-01T00:00:00Z'), known_at: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param customer => 'cust-ada'
+// example: :param valid_at => datetime('2026-02-01T00:00:00Z')
+// example: :param known_at => null
+// example: :param principal => null
 MATCH (c:Customer {tenant_id: $tenant})-[h:HOLDS]->(a:Account)-[k:COVERED_BY]->(p:Policy)
 WHERE ($customer IS NULL OR c.id = $customer)
   AND all(f IN [h, k] WHERE

@@ -4,7 +4,10 @@
 // param: episode string?  one source episode id, or null for every episode
 // param: since datetime?  only entries created at or after this instant; null = all
 // param: status string?  open (not written yet) or resolved (written by a replay); null = both
-// example: :param {tenant: 'demo', episode: null, since: null, status: 'open'}
+// example: :param tenant => 'demo'
+// example: :param episode => null
+// example: :param since => null
+// example: :param status => 'open'
 MATCH (q:Quarantine {tenant_id: $tenant})
 WHERE ($episode IS NULL OR q.episode_id = $episode)
   AND ($since IS NULL OR q.created_at >= $since)

@@ -1,7 +1,7 @@
 // name: queue
 // doc: The background queue in a tenant: episodes by status (recorded, pending, claimed, done, failed), the oldest waiting one, and the errors of dead-lettered ones.
 // param: tenant string  the tenant id
-// example: :param {tenant: 'demo'}
+// example: :param tenant => 'demo'
 MATCH (e:Episode {tenant_id: $tenant})
 WITH coalesce(e.status, 'recorded') AS status, e
 ORDER BY e.occurred_at

@@ -108,15 +108,12 @@ def _queries() -> list[NamedQuery]:
     return sorted(load_queries().values(), key=lambda q: q.name)
 
 
-def _params_line(query: NamedQuery) -> str:
-    return query.example.rstrip().rstrip(";") + ";"
-
-
 def favorites() -> dict[str, str]:
     """Favourite scripts by zip path (``SGAM/<name>.cypher``).
 
     Each starts with a comment line (Browser shows it as the favourite's title), then the query's
-    example ``:param`` line and the Cypher; Browser runs the two as a multi-statement script.
+    example ``:param name => value;`` lines and the Cypher; Browser runs them as a multi-statement
+    script.
     """
     # Browser commands other than :param/:use cannot share a script with Cypher: one each.
     scripts = {
@@ -134,7 +131,7 @@ def favorites() -> dict[str, str]:
     }
     for query in _queries():
         scripts[f"{FAVORITES_FOLDER}/{query.name}.cypher"] = (
-            f"// SGAM {query.name}: {query.doc}\n{_params_line(query)}\n{query.text.rstrip()}\n"
+            f"// SGAM {query.name}: {query.doc}\n{query.param_script()}\n{query.text.rstrip()}\n"
         )
     return scripts
 
@@ -163,7 +160,7 @@ def render_guide() -> str:
     """A Neo4j Browser guide (``:play <url>``): the style, the picture and every named query.
 
     Code blocks are runnable: a click puts them into the editor. Each query slide has its
-    parameters (the query's own example ``:param`` line) and the Cypher, as in ``queries/``.
+    parameters (the query's own example ``:param`` lines) and the Cypher, as in ``queries/``.
     """
     slides = [
         _slide("SGAM: a bitemporal agent memory", (
@@ -190,7 +187,7 @@ def render_guide() -> str:
         )
         slides.append(_slide(f"Query: {query.name}", (
             f"<p>{html.escape(query.doc)}</p>\n<ul>{params}</ul>\n"
-            + _code(_params_line(query) + "\n" + query.text)
+            + _code(query.param_script() + "\n" + query.text)
         )))
     return (
         '<article class="guide">\n<carousel class="deck container-fluid">\n'

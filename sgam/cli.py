@@ -377,7 +377,7 @@ def query(
     principal: str = typer.Option(None, "--as", help=AS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON"),
     list_queries: bool = typer.Option(False, "--list", help="List the named queries"),
-    show: bool = typer.Option(False, "--print", help="Print the Cypher and its :param line, do not run"),
+    show: bool = typer.Option(False, "--print", help="Print the Cypher and its :param lines, do not run"),
     readme: bool = typer.Option(False, "--readme", help="Print queries/README.md, generated from the headers"),
 ) -> None:
     """Run a named query in READ mode and print a table (or JSON)."""
@@ -393,8 +393,8 @@ def query(
         return
     named = get_query(name)
     if show:
-        console.print(named.example, highlight=False, markup=False)
-        console.print(named.text, highlight=False, markup=False)
+        console.print(named.param_script(), highlight=False, markup=False, soft_wrap=True)
+        console.print(named.text, highlight=False, markup=False, soft_wrap=True)
         return
     values: dict[str, Any] = {}
     for item in param:

@@ -13,6 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import neo4j.time
 import networkx as nx
 import pytest
 from typer.testing import CliRunner
@@ -474,12 +475,20 @@ def test_export_command_writes_graphml_and_json(env, graph: MemoryGraph, tenant:
 
 @pytest.mark.parametrize("name", sorted(loader.load_queries()))
 def test_example_param_line_runs_the_query(graph: MemoryGraph, name: str) -> None:
-    """What an analyst does in Browser: `:param {...}` (evaluated by the server), then the query."""
+    """What Browser does with `:param name => expression`: it evaluates `RETURN expression AS
+    name` on the server, so a datetime stays a datetime and an integer an integer."""
     query = loader.load_queries()[name]
-    map_text = query.example.strip().removeprefix(":param").strip().rstrip(";")
-    [row] = graph.store.read(f"RETURN {map_text} AS params", {})
-    params = row["params"]
+    params = {}
+    for key, expression in query.example_params():
+        [row] = graph.store.read(f"RETURN {expression} AS `{key}`", {})
+        params[key] = row[key]
     assert sorted(params) == sorted(p.name for p in query.params)
+    for param in query.params:
+        value = params[param.name]
+        if value is not None and param.type == "datetime":
+            assert isinstance(value, neo4j.time.DateTime), (param.name, value)
+        if value is not None and param.type == "int":
+            assert isinstance(value, int) and not isinstance(value, bool), (param.name, value)
     if any(params[p.name] is None for p in query.params if not p.optional):
         pytest.skip(f"{name}: the example reads a required value from data this database lacks")
     graph.store.read(query.text, params)  # runs in READ mode without an error

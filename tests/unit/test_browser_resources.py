@@ -52,9 +52,11 @@ def test_favorites_zip_has_every_query_with_its_params() -> None:
         path = f"{browser.FAVORITES_FOLDER}/{query.name}.cypher"
         assert path in names
         text = archive.read(path).decode("utf-8")
-        first, params, *cypher = text.splitlines()
+        first, *rest = text.splitlines()
         assert first == f"// SGAM {query.name}: {query.doc}"
-        assert params.startswith(":param {") and params.endswith("};")
+        params, cypher = rest[:len(query.params)], rest[len(query.params):]
+        assert "\n".join(params) == query.param_script()
+        assert all(line.startswith(":param ") and line.endswith(";") for line in params)
         assert "\n".join(cypher).strip() == query.text.strip()
     assert f"{browser.FAVORITES_FOLDER}/0-picture.cypher" in names
     assert all(n.endswith(".cypher") for n in names)
