@@ -102,3 +102,13 @@ def test_export_and_help(tmp_path: Path) -> None:
     help_text = browser.browser_help("http://127.0.0.1:7474/browser/")
     assert ":style node {" in help_text and browser.CONFIG_COMMAND in help_text
     assert "http://127.0.0.1:7474/browser/" in help_text
+
+
+def test_readme_shows_the_picture_query_the_demo_prints() -> None:
+    """Pasted from the README, the query draws what `sgam demo` prints: only facts valid now
+    (pol-basic, which ended in April, is not drawn under acc-1001)."""
+    from sgam.demo import BROWSER_QUERY
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert BROWSER_QUERY in readme
+    assert "f.valid_from <= datetime()" in BROWSER_QUERY and "datetime() < f.valid_to" in BROWSER_QUERY
