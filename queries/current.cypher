@@ -10,9 +10,11 @@
 // example: :param attribute => 'passport_deadline'
 // example: :param statuses => null
 // example: :param principal => null
+// Migration-only keys are read from properties(m): on a store that never migrated, m.aliases
+// would make the server (and Browser) warn about an unknown property key on every run.
 WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
-       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
-       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
+       WHERE m.status <> 'done' OR properties(m).dual_read_until > datetime()
+       UNWIND properties(m).aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
        RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
