@@ -179,8 +179,10 @@ def wait_until_still(page: Any, frame: Any) -> None:
 
 
 def test_customer_account_policy_graph(page: Any) -> None:
-    style_frame = run(page, browser.style_command())
-    style_frame.locator("pre").filter(has_text="node.Customer").wait_for()
+    # The style as `sgam browser guide` serves it and `sgam browser help` says to load it.
+    with browser.serve_guide() as url:
+        style_frame = run(page, f":style {browser.style_url(url)}")
+        style_frame.locator("pre").filter(has_text="node.Customer").wait_for()
     run(page, browser.CONFIG_COMMAND)
     frame = run(page, demo.BROWSER_QUERY)
 
