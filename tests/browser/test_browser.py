@@ -261,10 +261,11 @@ def test_favorites_bundle_imports(page: Any) -> None:
         assert f"SGAM {name}" in shown, shown
     page.click('[data-testid="navigationFavorites"]')
 
-    # Run as a multi-statement script: the :param line, then the query (each gets a row).
+    # Run as a multi-statement script: the :param lines, then the query (each gets a row).
     frame = run(page, browser.favorites()[f"{browser.FAVORITES_FOLDER}/current.cypher"])
     statements = frame.locator('[data-testid="multi-statement-list-title"]')
-    statements.filter(has_text=":param").wait_for()
+    statements.filter(has_text=":param").first.wait_for()
+    assert statements.filter(has_text=":param").count() == len(load_queries()["current"].params)
     statements.filter(has_text="MATCH").click()
     frame.get_by_text("SUCCESS").wait_for()
     assert "error" not in frame.inner_text().lower()
