@@ -7,10 +7,18 @@
 // param: known_at datetime?  what we believed at this instant (transaction time); null = now
 // param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', valid_at: datetime('2026-06-02T00:00:00Z'), known_at: null, statuses: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => 'mira'
+// example: :param attribute => 'passport_deadline'
+// example: :param valid_at => datetime('2026-06-02T00:00:00Z')
+// example: :param known_at => null
+// example: :param statuses => null
+// example: :param principal => null
+// Migration-only keys are read from properties(m): on a store that never migrated, m.aliases
+// would make the server (and Browser) warn about an unknown property key on every run.
 WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
-       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
-       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
+       WHERE m.status <> 'done' OR properties(m).dual_read_until > datetime()
+       UNWIND properties(m).aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
        RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL

@@ -4,7 +4,10 @@
 // param: subject string?  one entity, or null for every subject
 // param: attribute string?  one attribute, or null for every attribute
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: null, attribute: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => null
+// example: :param attribute => null
+// example: :param principal => null
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND f.status = 'candidate'

@@ -6,7 +6,12 @@
 // param: subject string?  one entity, or null for every subject
 // param: attribute string?  one attribute, or null for every attribute
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', since: datetime('2026-01-01T00:00:00Z'), until: datetime() + duration('PT1M'), subject: null, attribute: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param since => datetime('2026-01-01T00:00:00Z')
+// example: :param until => datetime() + duration('PT1M')
+// example: :param subject => null
+// example: :param attribute => null
+// example: :param principal => null
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND ($subject IS NULL OR s.id = $subject)

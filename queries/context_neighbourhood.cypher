@@ -5,7 +5,11 @@
 // param: valid_at datetime  the instant every hop and fact must be valid at
 // param: limit int[1..500]  at most this many episodes and this many neighbour entities per anchor
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subjects: ['cust-ada'], valid_at: datetime(), limit: 10, principal: null}
+// example: :param tenant => 'demo'
+// example: :param subjects => ['cust-ada']
+// example: :param valid_at => datetime()
+// example: :param limit => 10
+// example: :param principal => null
 UNWIND $subjects AS subject
 MATCH (s:Entity {tenant_id: $tenant, id: subject})
 CALL (s) {

@@ -2,15 +2,15 @@
 
 ``queries/README.md`` is :func:`render_readme` of the shipped files (``sgam query --readme``
 prints it; a unit test fails when the committed file differs), and :func:`problems` is the header
-check the same test runs: a name, a doc line, documented parameters and an example ``:param``
-line naming exactly the declared parameters.
+check the same test runs: a name, a doc line, documented parameters and example ``:param`` lines
+naming exactly the declared parameters.
 """
 
 from __future__ import annotations
 
 import re
 
-from .loader import NamedQuery, load_queries
+from .loader import NamedQuery, arrow_param, load_queries
 
 README_TITLE = "# Named queries"
 
@@ -19,11 +19,14 @@ _INTRO = """\
      (tests/unit/test_query_docs.py fails when this file and the headers disagree). -->
 
 Each query is a `.cypher` file in this folder: a header (`// name:`, `// doc:`, one `// param:`
-line per parameter, an `// example: :param {...}` line), then the Cypher. Every query filters on
-one tenant and only reads.
+line per parameter, one `// example: :param name => value` line per parameter), then the Cypher.
+Every query filters on one tenant and only reads.
 
-* **Neo4j Browser**: paste the example `:param` line, then the Cypher (or import the favourites
-  from `sgam browser export`).
+* **Neo4j Browser**: paste the example's `:param` lines, then the Cypher (or import the favourites
+  from `sgam browser export`). The examples use Browser's arrow form, `:param valid_at =>
+  datetime('2026-06-02T00:00:00Z')`, which Browser evaluates on the server; its map form
+  `:param {valid_at: datetime('...')}` keeps the datetime a string and turns integers into
+  floats, so the queries would find nothing or fail.
 * **CLI**: `sgam query NAME -t TENANT -p key=value ...` prints a table (`--json` for JSON,
   `--print` shows the Cypher). Instants are ISO 8601 with a timezone; a date alone (`2026-06-02`)
   means midnight UTC; bools are `true` or `false`; lists are comma-separated; `null` leaves an
@@ -36,52 +39,13 @@ end is open. *Believed now* is `expired_at IS NULL`; *believed at K* is
 `recorded_at <= K < expired_at`; *valid at T* is `valid_from <= T < valid_to`.
 """
 
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def example_keys(example: str) -> list[str]:
-    """The top-level keys of an example ``:param {key: value, ...}`` line, in order.
+    """The parameter names of an example (one ``:param name => expression`` line each), in order.
 
-    A small scanner, not a Cypher parser: it tracks brackets and quoted strings, so values such as
-    ``datetime('2026-06-02T00:00:00Z')`` or ``['a', 'b']`` do not produce keys.
+    ValueError names a line that is not Browser's arrow form (the map form ``:param {...}`` is
+    refused: Browser does not evaluate its values).
     """
-    text = example.strip()
-    if not text.startswith(":param"):
-        raise ValueError(f"the example must start with ':param': {example!r}")
-    text = text.removeprefix(":param").strip().rstrip(";").strip()
-    if not (text.startswith("{") and text.endswith("}")):
-        raise ValueError(f"the example must be ':param {{...}}': {example!r}")
-    keys: list[str] = []
-    depth = 0
-    quote = ""
-    expect_key = False
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if quote:
-            if char == "\\":
-                i += 1
-            elif char == quote:
-                quote = ""
-        elif char in "'\"`":
-            quote = char
-        elif char in "{[(":
-            depth += 1
-            expect_key = depth == 1 and char == "{"
-        elif char in "}])":
-            depth -= 1
-        elif char == "," and depth == 1:
-            expect_key = True
-        elif expect_key and not char.isspace():
-            match = _KEY.match(text, i)
-            if match is None or not text[match.end():].lstrip().startswith(":"):
-                raise ValueError(f"cannot read a key at {text[i:i + 20]!r} in {example!r}")
-            keys.append(match.group(0))
-            i = match.end()
-            expect_key = False
-            continue
-        i += 1
-    return keys
+    return [arrow_param(line)[0] for line in example.splitlines() if line.strip()]
 
 
 def problems(query: NamedQuery) -> list[str]:
@@ -122,7 +86,7 @@ def _section(query: NamedQuery) -> str:
     lines += ["| parameter | type | required | meaning |", "|---|---|---|---|"]
     for p in query.params:
         lines.append(f"| `{p.name}` | {_cell(p.kind)} | {'no' if p.optional else 'yes'} | {_cell(p.doc)} |")
-    lines += ["", "```cypher", query.example, "```", ""]
+    lines += ["", "```cypher", query.param_script(), "```", ""]
     flags = " ".join(f"-p {p.name}=..." for p in query.params if not p.optional)
     lines += ["```bash", f"sgam query {query.name} {flags}".rstrip(), "```", ""]
     return "\n".join(lines)

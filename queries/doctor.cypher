@@ -2,7 +2,8 @@
 // doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, rows retired before they were recorded (expired_at < recorded_at: a writer's clock ran behind the row it retired), facts whose source episode is gone, edges that cross tenants; and what a recorded deletion must not leave (graph/deletion.py): a fact citing a deleted episode, a row of a deleted memory, a ledger statement of a deleted memory or episode, an orphan value node of a slot a deletion touched, data of a deleted tenant, a tenant deletion that stopped halfway.
 // param: tenant string  the tenant id
 // param: single_valued list  the attributes with cardinality one (the schema knows them)
-// example: :param {tenant: 'demo', single_valued: ['passport_deadline', 'home_city', 'covered_by']}
+// example: :param tenant => 'demo'
+// example: :param single_valued => ['passport_deadline', 'home_city', 'covered_by']
 CALL () {
   MATCH (s:Entity {tenant_id: $tenant})-[f]->()
   WHERE f.memory_id IS NOT NULL AND f.attribute IN $single_valued AND f.status = 'confirmed'

@@ -4,7 +4,10 @@
 // param: episodes list  the episode ids, e.g. e1,e2
 // param: valid_at datetime  the instant the holding versions must be valid at
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', episodes: ['e1', 'e2'], valid_at: datetime(), principal: null}
+// example: :param tenant => 'demo'
+// example: :param episodes => ['e1', 'e2']
+// example: :param valid_at => datetime()
+// example: :param principal => null
 UNWIND $episodes AS eid
 MATCH (ep:Episode {tenant_id: $tenant, id: eid})-[:MENTIONS]->(s:Entity)
 WHERE (ep.visible_to IS NULL OR $principal = '*' OR $principal IN ep.visible_to)

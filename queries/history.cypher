@@ -5,10 +5,16 @@
 // param: attribute string?  one attribute, or null for every attribute; during a schema migration and its dual-read window an old name also answers from the new one
 // param: current_only bool?  true = only the rows believed now (expired_at IS NULL): the valid-time versions we hold today; null or false = retired rows too
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', current_only: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => 'mira'
+// example: :param attribute => 'passport_deadline'
+// example: :param current_only => null
+// example: :param principal => null
+// Migration-only keys are read from properties(m): on a store that never migrated, m.aliases
+// would make the server (and Browser) warn about an unknown property key on every run.
 WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
-       WHERE m.status <> 'done' OR m.dual_read_until > datetime()
-       UNWIND m.aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
+       WHERE m.status <> 'done' OR properties(m).dual_read_until > datetime()
+       UNWIND properties(m).aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
        RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL

@@ -4,7 +4,10 @@
 // param: subject string  the entity id
 // param: attribute string  the attribute (or relation), e.g. passport_deadline
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'mira', attribute: 'passport_deadline', principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => 'mira'
+// example: :param attribute => 'passport_deadline'
+// example: :param principal => null
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()
 WHERE f.memory_id IS NOT NULL AND f.attribute = $attribute
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)

@@ -7,7 +7,13 @@
 // param: min_score float[0..1]  the lowest similarity kept (Neo4j's cosine score, (1 + cos) / 2)
 // param: valid_at datetime  the instant the fact versions must be valid at
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', vector: COLLECT { MATCH (v:Value {tenant_id: 'demo'}) WHERE v.embedding IS NOT NULL RETURN v.embedding LIMIT 1 }[0], fetch: 100, k: 5, min_score: 0.6, valid_at: datetime(), principal: null}
+// example: :param tenant => 'demo'
+// example: :param vector => COLLECT { MATCH (v:Value {tenant_id: 'demo'}) WHERE v.embedding IS NOT NULL RETURN v.embedding LIMIT 1 }[0]
+// example: :param fetch => 100
+// example: :param k => 5
+// example: :param min_score => 0.6
+// example: :param valid_at => datetime()
+// example: :param principal => null
 CALL db.index.vector.queryNodes('sgam_value_embedding', $fetch, $vector) YIELD node AS v, score
 WITH count(*) AS fetched, min(score) AS floor,
      collect(CASE WHEN v.tenant_id = $tenant AND score >= $min_score THEN {v: v, score: score} END) AS kept

@@ -6,12 +6,16 @@ A file starts with comment lines that describe it, then the Cypher::
     // doc: What we believe now (or believed at known_at) was true at valid_at.
     // param: tenant string  the tenant id
     // param: known_at datetime?  transaction time; null = what we believe now
-    // example: :param {tenant: 'demo', subject: 'mira', ...}
+    // example: :param tenant => 'demo'
+    // example: :param known_at => null
 
 A ``?`` after the type makes a parameter optional (it is sent as null). A number may carry
 inclusive bounds, ``int[1..4]`` or ``float[0..1]`` (either end may be left open: ``int[0..]``),
-which :meth:`NamedQuery.bind` checks. Analysts paste the ``:param`` line and the Cypher into Neo4j
-Browser; Python loads the same files.
+which :meth:`NamedQuery.bind` checks. The examples are Neo4j Browser's arrow form, one parameter a
+line: Browser evaluates the expression on the server (``datetime('...')`` is a datetime, ``10`` an
+integer), where its map form ``:param {...}`` keeps ``datetime('...')`` a string and makes every
+number a float. Analysts paste :meth:`NamedQuery.param_script` and the Cypher into Browser; Python
+loads the same files.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from sgam.graph.models import parse_instant
 TYPES = ("string", "datetime", "int", "float", "bool", "list", "vector")
 _HEADER = re.compile(r"^//\s*(name|doc|param|example):\s*(.*)$")
 _KIND = re.compile(r"^([a-z]+)(?:\[(-?[0-9.]+)?\.\.(-?[0-9.]+)?\])?(\??)$")
+_ARROW = re.compile(r"^:param\s+([A-Za-z_][A-Za-z0-9_]*)\s*=>\s*(\S.*?)\s*;?$")
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,18 @@ class NamedQuery:
             bound[param.name] = _convert(self.name, param, value)
         return bound
 
+    def example_params(self) -> list[tuple[str, str]]:
+        """The example's ``(name, Cypher expression)`` pairs, in the header's order."""
+        return [arrow_param(line) for line in self.example.splitlines()]
+
+    def param_script(self) -> str:
+        """The example as Browser runs it: one ``:param name => expression;`` line a parameter.
+
+        Every printed example (queries/README.md, ``sgam query --print``, the favourites and the
+        guide) is this text, so none of them can fall back to the map form.
+        """
+        return "\n".join(f":param {name} => {expr};" for name, expr in self.example_params())
+
     def signature(self) -> list[str]:
         return [f"{p.name} ({p.kind}{'?' if p.optional else ''})" for p in self.params]
 
@@ -143,9 +160,18 @@ def _convert(query: str, param: QueryParam, value: Any) -> Any:
         ) from None
 
 
+def arrow_param(line: str) -> tuple[str, str]:
+    """``(name, expression)`` of one ``:param name => expression`` line (ValueError if it is not one)."""
+    match = _ARROW.match(line.strip())
+    if match is None:
+        raise ValueError(f"an example must be Browser's arrow form ':param name => expression', not {line!r}")
+    return match.group(1), match.group(2)
+
+
 def parse(text: str, path: str = "<text>") -> NamedQuery:
     """Parse one query file's text."""
     meta: dict[str, str] = {}
+    examples: list[str] = []
     params: list[QueryParam] = []
     body: list[str] = []
     for line in text.splitlines():
@@ -160,12 +186,16 @@ def parse(text: str, path: str = "<text>") -> NamedQuery:
                 raise ValueError(f"{path}: parameter {name!r}: only int and float take bounds")
             params.append(QueryParam(name, base, optional == "?", " ".join(doc),
                                      None if not low else float(low), None if not high else float(high)))
+        elif match and match.group(1) == "example":
+            examples.append(match.group(2).strip())
         elif match:
             meta[match.group(1)] = match.group(2).strip()
         elif line.strip().startswith("//") and not body:
             continue
         elif line.strip() or body:
             body.append(line)
+    if examples:
+        meta["example"] = "\n".join(examples)
     for key in ("name", "doc", "example"):
         if key not in meta:
             raise ValueError(f"{path}: the header has no '// {key}:' line")

@@ -4,7 +4,10 @@
 // param: threshold float[0..1]  report facts with confidence strictly below this
 // param: subject string?  one entity, or null for every subject
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', threshold: 0.5, subject: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param threshold => 0.5
+// example: :param subject => null
+// example: :param principal => null
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND f.expired_at IS NULL

@@ -7,7 +7,13 @@
 // param: known_at datetime?  what we believed at this instant; null = now
 // param: relations list?  only these relation attributes, e.g. holds,covered_by; null = every relation
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'cust-ada', hops: 2, valid_at: datetime(), known_at: null, relations: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => 'cust-ada'
+// example: :param hops => 2
+// example: :param valid_at => datetime()
+// example: :param known_at => null
+// example: :param relations => null
+// example: :param principal => null
 // Variable-length bounds cannot be parameters: expand up to 4 hops and keep paths of at most $hops.
 MATCH path = (s:Entity {tenant_id: $tenant, id: $subject})-[hops*1..4]-(n:Entity)
 WHERE size(hops) <= $hops

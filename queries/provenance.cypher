@@ -4,7 +4,10 @@
 // param: subject string?  the entity the fact is about; null = any (the tenant's facts are scanned for memory_id: give the subject on a big tenant)
 // param: memory_id string  the fact version (from current, as-of or history)
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: null, memory_id: 'm-...', principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => null
+// example: :param memory_id => COLLECT { MATCH (:Entity {tenant_id: 'demo', id: 'mira'})-[f]->() WHERE f.attribute = 'passport_deadline' AND f.expired_at IS NULL RETURN f.memory_id ORDER BY f.valid_from DESC LIMIT 1 }[0]
+// example: :param principal => null
 // Two branches so that a given subject is an index seek and only a missing one scans the tenant.
 CALL () {
   MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()

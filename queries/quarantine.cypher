@@ -5,7 +5,11 @@
 // param: since datetime?  only entries created at or after this instant; null = all
 // param: status string?  open (not written yet) or resolved (written by a replay); null = both
 // param: principal string?  the reader, e.g. user:mira; null = shared entries only; '*' = every entry (admin)
-// example: :param {tenant: 'demo', episode: null, since: null, status: 'open', principal: null}
+// example: :param tenant => 'demo'
+// example: :param episode => null
+// example: :param since => null
+// example: :param status => 'open'
+// example: :param principal => null
 MATCH (q:Quarantine {tenant_id: $tenant})
 WHERE ($episode IS NULL OR q.episode_id = $episode)
   AND ($since IS NULL OR q.created_at >= $since)

@@ -2,7 +2,8 @@
 // doc: What is left of a subject anywhere in a tenant, over every label and relationship type (empty after forget_subject).
 // param: tenant string  the tenant id
 // param: subject string  the entity id that was forgotten
-// example: :param {tenant: 'demo', subject: 'mira'}
+// example: :param tenant => 'demo'
+// example: :param subject => 'mira'
 CALL () {
   MATCH (n) WHERE n.tenant_id = $tenant AND NOT n:Tombstone
     AND (n.id = $subject OR n.subject = $subject OR n.key STARTS WITH $subject + '|'

@@ -4,7 +4,10 @@
 // param: days int[0..]  how many days without a confirmation make a fact stale
 // param: status string?  candidate or confirmed; null = every status
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', days: 30, status: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param days => 30
+// example: :param status => null
+// example: :param principal => null
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND f.expired_at IS NULL

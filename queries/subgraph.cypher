@@ -6,7 +6,12 @@
 // param: subjects list?  the entity ids to start from; null = the whole tenant
 // param: hops int[0..4]  with subjects: how many relation hops (either direction, valid at valid_at) to widen by
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', valid_at: datetime(), known_at: null, subjects: ['cust-ada'], hops: 2, principal: null}
+// example: :param tenant => 'demo'
+// example: :param valid_at => datetime()
+// example: :param known_at => null
+// example: :param subjects => ['cust-ada']
+// example: :param hops => 2
+// example: :param principal => null
 // The entity set: the subjects and their neighbourhood, or (no subjects) every entity of the tenant.
 CALL () {
   MATCH (e:Entity {tenant_id: $tenant})

@@ -6,7 +6,12 @@
 // param: valid_at datetime  the instant every hop must be valid at
 // param: known_at datetime?  what we believed at this instant; null = now
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
-// example: :param {tenant: 'demo', subject: 'cust-ada', relations: ['holds', 'covered_by'], valid_at: datetime(), known_at: null, principal: null}
+// example: :param tenant => 'demo'
+// example: :param subject => 'cust-ada'
+// example: :param relations => ['holds', 'covered_by']
+// example: :param valid_at => datetime()
+// example: :param known_at => null
+// example: :param principal => null
 MATCH path = (s:Entity {tenant_id: $tenant, id: $subject})-[hops*1..6]->(end:Entity)
 WHERE all(h IN hops WHERE
         h.kind = 'relation'

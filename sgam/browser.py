@@ -12,7 +12,8 @@ Everything here is generated from files shipped in the package, so it never drif
 * :func:`render_guide` is the same queries as a Browser guide (HTML slides with runnable code);
   Browser fetches guides only over HTTP from an allow-listed host (``localhost`` by default), so
   :func:`serve_guide` serves it with the CORS header Browser needs, for ``:play <url>``.
-* :func:`browser_help` is the how-to text for a CLI command; :func:`export` writes the three files.
+* :func:`browser_help` is the how-to text for ``sgam browser help``; :func:`export` writes the
+  three files.
 
 GraSS as Browser 5 parses it: no comments, captions are quoted strings whose ``{property}``
 placeholders are substituted (``<type>``/``<id>`` alone mean the type/id), and a declaration is
@@ -108,15 +109,12 @@ def _queries() -> list[NamedQuery]:
     return sorted(load_queries().values(), key=lambda q: q.name)
 
 
-def _params_line(query: NamedQuery) -> str:
-    return query.example.rstrip().rstrip(";") + ";"
-
-
 def favorites() -> dict[str, str]:
     """Favourite scripts by zip path (``SGAM/<name>.cypher``).
 
     Each starts with a comment line (Browser shows it as the favourite's title), then the query's
-    example ``:param`` line and the Cypher; Browser runs the two as a multi-statement script.
+    example ``:param name => value;`` lines and the Cypher; Browser runs them as a multi-statement
+    script.
     """
     # Browser commands other than :param/:use cannot share a script with Cypher: one each.
     scripts = {
@@ -134,7 +132,7 @@ def favorites() -> dict[str, str]:
     }
     for query in _queries():
         scripts[f"{FAVORITES_FOLDER}/{query.name}.cypher"] = (
-            f"// SGAM {query.name}: {query.doc}\n{_params_line(query)}\n{query.text.rstrip()}\n"
+            f"// SGAM {query.name}: {query.doc}\n{query.param_script()}\n{query.text.rstrip()}\n"
         )
     return scripts
 
@@ -163,7 +161,7 @@ def render_guide() -> str:
     """A Neo4j Browser guide (``:play <url>``): the style, the picture and every named query.
 
     Code blocks are runnable: a click puts them into the editor. Each query slide has its
-    parameters (the query's own example ``:param`` line) and the Cypher, as in ``queries/``.
+    parameters (the query's own example ``:param`` lines) and the Cypher, as in ``queries/``.
     """
     slides = [
         _slide("SGAM: a bitemporal agent memory", (
@@ -190,7 +188,7 @@ def render_guide() -> str:
         )
         slides.append(_slide(f"Query: {query.name}", (
             f"<p>{html.escape(query.doc)}</p>\n<ul>{params}</ul>\n"
-            + _code(_params_line(query) + "\n" + query.text)
+            + _code(query.param_script() + "\n" + query.text)
         )))
     return (
         '<article class="guide">\n<carousel class="deck container-fluid">\n'
@@ -211,15 +209,19 @@ def export(directory: Path) -> list[Path]:
 
 class _GuideHandler(BaseHTTPRequestHandler):
     guide = b""
+    grass = b""
 
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        # The style for `:style <url>` at /sgam.grass; the guide for `:play <url>` at any other path.
+        is_style = self.path.split("?")[0].endswith("/" + STYLE_FILE)
+        body = self.grass if is_style else self.guide
         self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        # Browser fetches the guide from its own origin: without this header it cannot read it.
+        self.send_header("Content-Type", "text/plain; charset=utf-8" if is_style else "text/html; charset=utf-8")
+        # Browser fetches from its own origin: without this header it cannot read the answer.
         self.send_header("Access-Control-Allow-Origin", "*")
-        self.send_header("Content-Length", str(len(self.guide)))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(self.guide)
+        self.wfile.write(body)
 
     def do_OPTIONS(self) -> None:  # noqa: N802
         # Browser sends no-cache headers, so its fetch is preflighted.
@@ -234,14 +236,22 @@ class _GuideHandler(BaseHTTPRequestHandler):
         return
 
 
+def style_url(guide_url: str) -> str:
+    """Where :func:`serve_guide` serves the style, for ``:style <url>``."""
+    return guide_url.rsplit("/", 1)[0] + "/" + STYLE_FILE
+
+
 @contextmanager
 def serve_guide(port: int = 0) -> Iterator[str]:
-    """Serve :func:`render_guide` on ``localhost:port`` (0: any free port); yield its URL.
+    """Serve :func:`render_guide` (and the style, at :func:`style_url`) on ``localhost:port``
+    (0: any free port); yield the guide's URL.
 
     ``localhost`` is in Browser's default ``browser.remote_content_hostname_allowlist``, so
-    ``:play <url>`` works without server configuration. The server stops when the block ends.
+    ``:play <url>`` and ``:style <url>`` work without server configuration. The server stops
+    when the block ends.
     """
-    handler = type("GuideHandler", (_GuideHandler,), {"guide": render_guide().encode("utf-8")})
+    handler = type("GuideHandler", (_GuideHandler,), {"guide": render_guide().encode("utf-8"),
+                                                      "grass": style().encode("utf-8")})
     server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, name="sgam-guide", daemon=True)
     thread.start()
@@ -253,24 +263,29 @@ def serve_guide(port: int = 0) -> Iterator[str]:
         thread.join()
 
 
-def browser_help(browser_url: str = "http://127.0.0.1:7474/browser/") -> str:
-    """How to style the graph and load the analyst queries in Neo4j Browser (for the CLI)."""
-    style_path = files("sgam") / "resources" / "browser" / STYLE_FILE
+def browser_help(browser_url: str = "http://127.0.0.1:7474/browser/",
+                 style_path: Path | None = None) -> str:
+    """How to style the graph and load the analyst queries in Neo4j Browser (for ``sgam browser
+    help``, which writes the style to ``style_path`` first). Every step is a command to run or a
+    file to drop: no line here is longer than a command, so a terminal never wraps one."""
+    style_file = style_path or files("sgam") / "resources" / "browser" / STYLE_FILE
     return "\n".join([
         f"Open {browser_url} and connect (user neo4j; the password is in the server's credentials.json).",
         "",
-        "Style (entities coloured by type, facts captioned 'attribute = value [valid_from, valid_to)'):",
-        f"  drag {style_path} onto the Browser window, or paste this line into the editor and run it:",
-        f"  {style_command()}",
+        "1. Style (entities coloured by type, facts captioned 'attribute = value [valid_from, valid_to)'):",
+        f"   drag {style_file} onto the Browser window,",
+        "   or run `sgam browser guide` and paste the `:style http://localhost:PORT/sgam.grass` line it prints.",
         "",
-        "Draw only the facts a query returns (otherwise Browser adds retired fact rows between the nodes):",
-        f"  {CONFIG_COMMAND}",
+        "2. Draw only the facts a query returns (otherwise Browser adds retired fact rows between the nodes):",
+        f"   {CONFIG_COMMAND}",
         "",
-        "Analyst queries as favourites: write the bundle with sgam.browser.export(DIR), then drag",
-        f"  DIR/{FAVORITES_FILE} onto the Browser window: they appear under Favorites > {FAVORITES_FOLDER}.",
+        "3. Analyst queries as favourites: run `sgam browser export DIR`, then drag",
+        f"   DIR/{FAVORITES_FILE} onto the Browser window: they appear under Favorites > {FAVORITES_FOLDER}.",
         "",
-        "The customer -> account -> policy picture (demo tenant, after `sgam demo`):",
-        *(f"  {line}" for line in PICTURE_QUERY.splitlines()),
+        "4. The same queries as a guide: run `sgam browser guide` and paste the `:play URL` line it prints.",
+        "",
+        "5. The customer -> account -> policy picture (demo tenant, after `sgam demo`):",
+        *(f"   {line}" for line in PICTURE_QUERY.splitlines()),
     ])
 
 

@@ -227,13 +227,18 @@ def schema_apply(
 
 @browser_app.command("help")
 @friendly
-def browser_help_command(home: Path = HomeOpt, http_port: int = HttpOpt) -> None:
-    """How to style the graph and load the analyst queries in Neo4j Browser."""
-    from .browser import browser_help
+def browser_help_command(home: Path = HomeOpt, http_port: int = HttpOpt,
+                         directory: Path = typer.Option(Path("browser"), "--dir",
+                                                        help="Where to write sgam.grass")) -> None:
+    """Write the style to DIR/sgam.grass and say how to load it, the favourites and the guide."""
+    from .browser import STYLE_FILE, browser_help, style
     from .neo4j_local import LocalServer
 
-    console.print(browser_help(LocalServer(_settings(home, None, http_port)).browser_url),
-                  highlight=False, markup=False)
+    directory.mkdir(parents=True, exist_ok=True)
+    style_path = directory / STYLE_FILE
+    style_path.write_text(style(), encoding="utf-8")
+    console.print(browser_help(LocalServer(_settings(home, None, http_port)).browser_url, style_path),
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 @browser_app.command("export")
@@ -249,13 +254,14 @@ def browser_export(directory: Path = typer.Argument(Path("browser"), help="Where
 @browser_app.command("guide")
 @friendly
 def browser_guide(port: int = typer.Option(0, help="Port on localhost (0 = any free one)")) -> None:
-    """Serve the SGAM Browser guide on localhost; play it with `:play URL` (Ctrl-C stops)."""
+    """Serve the SGAM Browser guide and style on localhost: `:play URL`, `:style URL` (Ctrl-C stops)."""
     import time
 
-    from .browser import serve_guide
+    from .browser import serve_guide, style_url
 
     with serve_guide(port) as url:
-        console.print(f"In Neo4j Browser, run:  :play {url}", highlight=False)
+        console.print(f"In Neo4j Browser, run:  :play {url}", highlight=False, soft_wrap=True)
+        console.print(f"The SGAM style:         :style {style_url(url)}", highlight=False, soft_wrap=True)
         try:
             while True:
                 time.sleep(3600)
@@ -379,7 +385,7 @@ def query(
     principal: str = typer.Option(None, "--as", help=AS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON"),
     list_queries: bool = typer.Option(False, "--list", help="List the named queries"),
-    show: bool = typer.Option(False, "--print", help="Print the Cypher and its :param line, do not run"),
+    show: bool = typer.Option(False, "--print", help="Print the Cypher and its :param lines, do not run"),
     readme: bool = typer.Option(False, "--readme", help="Print queries/README.md, generated from the headers"),
 ) -> None:
     """Run a named query in READ mode and print a table (or JSON)."""
@@ -395,8 +401,8 @@ def query(
         return
     named = get_query(name)
     if show:
-        console.print(named.example, highlight=False, markup=False)
-        console.print(named.text, highlight=False, markup=False)
+        console.print(named.param_script(), highlight=False, markup=False, soft_wrap=True)
+        console.print(named.text, highlight=False, markup=False, soft_wrap=True)
         return
     values: dict[str, Any] = {}
     for item in param:

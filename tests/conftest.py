@@ -42,6 +42,14 @@ def _docker_answers() -> bool:
     return probe.returncode == 0
 
 
+def neo4j_container_class() -> type:
+    """testcontainers' Neo4j container: ``testcontainers.community.neo4j`` in testcontainers 4.x
+    (``testcontainers.neo4j`` is deprecated there, and with warnings as errors its import fails)."""
+    from testcontainers.community.neo4j import Neo4jContainer
+
+    return Neo4jContainer
+
+
 def server_settings() -> Settings:
     """Settings of the test server: its own home and ports, so a demo server can keep running."""
     return Settings(
@@ -62,9 +70,7 @@ def neo4j_connection() -> Iterator[tuple[str, tuple[str, str]]]:
         )
         return
     if _docker_answers():
-        from testcontainers.neo4j import Neo4jContainer
-
-        with Neo4jContainer(NEO4J_IMAGE) as container:
+        with neo4j_container_class()(NEO4J_IMAGE) as container:
             yield container.get_connection_url(), ("neo4j", container.password)
         return
     from sgam.neo4j_local import LocalServer

@@ -189,6 +189,10 @@ def test_rename_split_retype_and_relation_round_trip(connect, tenant: str, suffi
     assert path.entities == ("cust-0", "acc-0", "pol-0")
     types = {r["type"] for r in snapshot(new, tenant) if r["attribute"] == a("holds")}
     assert types == {f"OWNS_{suffix.upper()}"}
+    # the named query follows the attribute names too (it once matched the type HOLDS)
+    [row] = new.query("customer-policies", tenant=tenant, customer="cust-0", valid_at=feb,
+                      relations=[a("holds"), a("covered_by")], plan_attribute=a("plan"))
+    assert (row["account"], row["policy"], row["plan"]) == ("acc-0", "pol-0", "plus")
 
     # migrated facts are marked; no old value node or fact is left; the invariants hold
     facts = snapshot(new, tenant)

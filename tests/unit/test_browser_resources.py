@@ -52,9 +52,11 @@ def test_favorites_zip_has_every_query_with_its_params() -> None:
         path = f"{browser.FAVORITES_FOLDER}/{query.name}.cypher"
         assert path in names
         text = archive.read(path).decode("utf-8")
-        first, params, *cypher = text.splitlines()
+        first, *rest = text.splitlines()
         assert first == f"// SGAM {query.name}: {query.doc}"
-        assert params.startswith(":param {") and params.endswith("};")
+        params, cypher = rest[:len(query.params)], rest[len(query.params):]
+        assert "\n".join(params) == query.param_script()
+        assert all(line.startswith(":param ") and line.endswith(";") for line in params)
         assert "\n".join(cypher).strip() == query.text.strip()
     assert f"{browser.FAVORITES_FOLDER}/0-picture.cypher" in names
     assert all(n.endswith(".cypher") for n in names)
@@ -97,6 +99,33 @@ def test_export_and_help(tmp_path: Path) -> None:
     paths = browser.export(tmp_path / "out")
     assert [p.name for p in paths] == [browser.STYLE_FILE, browser.FAVORITES_FILE, browser.GUIDE_FILE]
     assert paths[0].read_text(encoding="utf-8") == browser.style()
-    help_text = browser.browser_help("http://127.0.0.1:7474/browser/")
-    assert ":style node {" in help_text and browser.CONFIG_COMMAND in help_text
-    assert "http://127.0.0.1:7474/browser/" in help_text
+    help_text = browser.browser_help("http://127.0.0.1:7474/browser/", paths[0])
+    assert browser.CONFIG_COMMAND in help_text and "http://127.0.0.1:7474/browser/" in help_text
+    # CLI commands, not Python calls; the style as a file to drop or a URL to load, never as a
+    # one-line :style that a terminal hard-wraps inside a caption
+    assert f"drag {paths[0]}" in help_text and ":style http://localhost:PORT/sgam.grass" in help_text
+    assert "`sgam browser export DIR`" in help_text and "`sgam browser guide`" in help_text
+    assert ":play URL" in help_text and "sgam.browser." not in help_text and ":style node" not in help_text
+    assert max(len(line) for line in help_text.splitlines()) <= 120
+
+
+def test_cli_help_writes_the_style_it_names(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sgam.cli import app
+
+    result = CliRunner().invoke(app, ["browser", "help", "--dir", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "b" / browser.STYLE_FILE
+    assert written.read_text(encoding="utf-8") == browser.style()
+    assert f"drag {written}" in result.stdout
+
+
+def test_readme_shows_the_picture_query_the_demo_prints() -> None:
+    """Pasted from the README, the query draws what `sgam demo` prints: only facts valid now
+    (pol-basic, which ended in April, is not drawn under acc-1001)."""
+    from sgam.demo import BROWSER_QUERY
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert BROWSER_QUERY in readme
+    assert "f.valid_from <= datetime()" in BROWSER_QUERY and "datetime() < f.valid_to" in BROWSER_QUERY

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pytest
@@ -51,19 +52,45 @@ def test_queries_only_read(name: str) -> None:
         assert clause not in text, f"{name} contains {clause.strip()}"
 
 
-def test_example_keys_ignore_values() -> None:
+def test_examples_are_browsers_arrow_form() -> None:
+    """Browser evaluates `:param name => expression` on the server; its map form does not (a
+    datetime('...') stays a string, 10 becomes 10.0), so no example may use the map form."""
     keys = docs.example_keys(
-        ":param {tenant: 'a:b', at: datetime('2026-06-02T00:00:00Z'), xs: ['p: q', {k: 1}], n: null}"
+        ":param tenant => 'a:b'\n:param at => datetime('2026-06-02T00:00:00Z');\n"
+        ":param xs => ['p: q', 'r => s']\n:param n => null"
     )
     assert keys == ["tenant", "at", "xs", "n"]
-    with pytest.raises(ValueError):
-        docs.example_keys("{tenant: 'x'}")
+    for bad in (":param {tenant: 'x'}", "tenant => 'x'", ":param tenant: 'x'", ":param tenant =>"):
+        with pytest.raises(ValueError, match="arrow form"):
+            docs.example_keys(bad)
+    for query in load_queries().values():
+        assert all(line.startswith(":param ") and " => " in line and not line.startswith(":param {")
+                   for line in query.example.splitlines()), query.name
+        script = query.param_script().splitlines()
+        assert [s.rstrip(";") for s in script] == query.example.splitlines()
+        assert all(s.endswith(";") for s in script)
+
+
+def test_every_printed_example_is_the_param_script() -> None:
+    """queries/README.md, the favourites and the guide print the same generated lines."""
+    from sgam import browser
+
+    readme = docs.render_readme()
+    favourites = browser.favorites()
+    guide = browser.render_guide()
+    for query in load_queries().values():
+        script = query.param_script()
+        assert f"```cypher\n{script}\n```" in readme, query.name
+        assert script in favourites[f"{browser.FAVORITES_FOLDER}/{query.name}.cypher"]
+        assert html.escape(script) in guide, query.name
+    assert "\n:param {" not in readme and ":param {" not in guide  # the intro names it, as the wrong form
+    assert not any(":param {" in text for text in favourites.values())
 
 
 def test_problems_name_what_is_wrong() -> None:
     query = parse(
         "// name: bad\n// doc: a short one\n// param: tenant string  the tenant\n"
-        "// param: unused int  never used\n// example: :param {tenant: 'x', other: 1}\n"
+        "// param: unused int  never used\n// example: :param tenant => 'x'\n// example: :param other => 1\n"
         "MATCH (n {tenant_id: $tenant, id: $undeclared}) RETURN n\n"
     )
     found = " | ".join(docs.problems(query))
