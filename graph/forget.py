@@ -20,7 +20,8 @@
    name it are dropped and the embedding is cleared. The content hash stays: replaying the
    original episode finds it, and the tombstone refuses its deltas. Any other property naming it
    is redacted in place;
-5. leave ``(:Tombstone {tenant_id, subject, forgotten_at})``: the write path refuses facts about
+5. leave ``(:Tombstone {tenant_id, subject, forgotten_at, forgotten_by, reason, counts})``, the
+   audit record of the erasure, which holds no erased content: the write path refuses facts about
    the subject justified by an episode that occurred before it was forgotten, so re-extracting
    an old episode cannot bring it back. The tombstone keeps salted hashes of the terms and the ids
    of the redacted episodes (never the terms), so :mod:`sgam.graph.residue` can prove later that
@@ -63,14 +64,18 @@ KEYS = frozenset({
 # ``refused``: quarantine entries naming the subject, which may exist without the entity (a delta
 # refused before it was ever written, e.g. by ``sgam replay``); they alone are worth a forget too.
 LOCK_SUBJECT = """
-OPTIONAL MATCH (e:Entity {tenant_id: $tenant, id: $subject})
+MATCH (e:Entity {tenant_id: $tenant, id: $subject})
 SET e.updated_at = $now
-WITH e
+"""
+
+GATHER = """
+OPTIONAL MATCH (e:Entity {tenant_id: $tenant, id: $subject})
 OPTIONAL MATCH (ep:Episode)-[:MENTIONS]->(e)
 WITH e, ep, CASE WHEN ep IS NULL THEN 0 ELSE COUNT { (ep)-[:MENTIONS]->(other) WHERE other <> e } END AS others
 WITH e, collect(CASE WHEN ep IS NOT NULL AND others = 0 THEN ep.id END) AS only,
      collect(CASE WHEN others > 0 THEN ep.id END) AS shared
 RETURN count(e) AS subjects, e.name AS name, only, shared,
+       COUNT { (e)-[f]-() WHERE f.memory_id IS NOT NULL } AS facts,
        COLLECT { MATCH (q:Quarantine {tenant_id: $tenant}) WHERE $subject IN coalesce(q.subjects, [])
                  RETURN q.candidate } AS refused,
        COLLECT { MATCH (e)-[f]->() WHERE f.memory_id IS NOT NULL AND f.value_type IN $types
@@ -176,7 +181,7 @@ CALL () {
 
 TOMBSTONE = """
 MERGE (t:Tombstone {tenant_id: $tenant, subject: $subject})
-SET t.forgotten_at = $now, t.episodes_deleted = size($deleted), t.episodes_redacted = size($redacted),
+SET t.forgotten_at = $now, t.forgotten_by = $actor, t.reason = $reason, t.facts_deleted = $facts, t.episodes_deleted = size($deleted), t.episodes_redacted = size($redacted),
     t.redacted_episodes = $redacted, t.salt = $salt, t.name_hashes = $name_hashes,
     t.value_hashes = $value_hashes, t.max_words = $max_words
 """
@@ -195,6 +200,11 @@ class ForgetReport:
     """Facts of *other* subjects deleted because their value named the subject."""
     redacted: int = 0
     """Other nodes and facts whose text naming the subject was redacted in place."""
+    facts: int = 0
+    """The subject's own facts (every version) and relation facts pointing at it."""
+    dry_run: bool = False
+    """Nothing was changed: this is what a forget would do."""
+    actor: str | None = None
 
 
 def _names(subject: str, name: str | None, refused: Iterable[str | None]) -> list[str]:
@@ -252,10 +262,16 @@ def _redacted_texts(texts: list[list[Any]], terms: Terms) -> dict[str, Any]:
     return {k: _rewrite(v, terms) for k, v in texts if k not in KEYS and _names_in(v, terms)}
 
 
-def forget_steps(tenant: str, subject: str, now: datetime) -> Generator[Statement, Records, ForgetReport]:
-    """The whole erasure as one transaction (see the module docstring)."""
+def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = False,
+                 actor: str | None = None, reason: str | None = None
+                 ) -> Generator[Statement, Records, ForgetReport]:
+    """The whole erasure as one transaction (see the module docstring). A ``dry_run`` reads only
+    (run it in a read transaction) and reports what the erasure would do; ``actor`` and ``reason``
+    go to the tombstone (the reason with any span naming the subject redacted)."""
     params: dict[str, Any] = {"tenant": tenant, "subject": subject, "now": now}
-    [found] = yield Statement(LOCK_SUBJECT, {**params, "types": list(VALUE_TYPES)})
+    if not dry_run:
+        yield Statement(LOCK_SUBJECT, params)
+    [found] = yield Statement(GATHER, {**params, "types": list(VALUE_TYPES)})
     if found["subjects"] == 0 and not found["refused"]:
         raise NotFound(f"tenant {tenant!r} has no subject {subject!r} to forget")
     names = Terms(_names(subject, found["name"], found["refused"]))
@@ -308,6 +324,11 @@ def forget_steps(tenant: str, subject: str, now: datetime) -> Generator[Statemen
         props.update(embedding=None, embedding_model=None, redacted_at=now)
         node_rows.append({"eid": episodes[i]["eid"], "props": props})
 
+    report = ForgetReport(tenant, subject, tuple(deleted), tuple(redacted), now,
+                          facts_deleted=len(dropped_facts), redacted=len(node_rows) + len(relationship_rows),
+                          facts=found["facts"], dry_run=dry_run, actor=actor)
+    if dry_run:
+        return report
     yield Statement(DELETE_SUBJECT, params)
     yield Statement(DELETE_RELATIONSHIPS, {"eids": drop_relationships})
     yield Statement(DELETE_NODES, {"eids": drop_nodes})
@@ -319,7 +340,7 @@ def forget_steps(tenant: str, subject: str, now: datetime) -> Generator[Statemen
         **params, "deleted": deleted, "redacted": redacted, "salt": salt,
         "name_hashes": sorted(term_hash(salt, s) for s in names.sequences),
         "value_hashes": sorted(term_hash(salt, s) for s in everything.sequences - names.sequences),
-        "max_words": max(everything.lengths),
+        "max_words": max(everything.lengths), "actor": actor,
+        "reason": everything.redact(reason) if reason else None, "facts": found["facts"],
     })
-    return ForgetReport(tenant, subject, tuple(deleted), tuple(redacted), now,
-                        facts_deleted=len(dropped_facts), redacted=len(node_rows) + len(relationship_rows))
+    return report

@@ -461,9 +461,13 @@ class Store(_Base):
                     break
         return report
 
-    def forget(self, tenant: str, subject: str) -> ForgetReport:
-        """Erase ``subject`` in one transaction and leave a tombstone (see ``forget``)."""
-        return self._write(lambda: forget_steps(tenant, subject, self.clock()))
+    def forget(self, tenant: str, subject: str, *, dry_run: bool = False, actor: str | None = None,
+               reason: str | None = None) -> ForgetReport:
+        """Erase ``subject`` in one transaction and leave a tombstone (see ``forget``); a dry run
+        reads only."""
+        steps = lambda: forget_steps(tenant, subject, self.clock(), dry_run=dry_run,  # noqa: E731
+                                     actor=actor, reason=reason)
+        return self.inspect(steps) if dry_run else self._write(steps)
 
     def transact(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
         """Drive a statement generator in one write transaction (re-run whole on a transient error)."""

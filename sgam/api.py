@@ -432,16 +432,19 @@ class MemoryGraph(_Queries):
 
         return jsonable(self.store.inspect(self._export(tenant, subject, principal)))
 
-    def forget_subject(self, tenant: str, subject: str) -> ForgetReport:
+    def forget_subject(self, tenant: str, subject: str, *, dry_run: bool = False, actor: str | None = None,
+                       reason: str | None = None) -> ForgetReport:
         """Erase a subject completely and tombstone it (see :mod:`sgam.graph.forget`).
 
         Its entity, its facts both ways, its values, statements and refusals go; so do other
         subjects' facts whose value names it. Episodes it was the only subject of are deleted;
         every other text naming it (by id, name or, in its episodes, an erased value) is redacted,
         queued work included. Afterwards :meth:`residue` is empty, and facts about the subject
-        from episodes that occurred before now are refused.
+        from episodes that occurred before now are refused. The tombstone records when, ``actor``
+        (who) and ``reason``, never what was erased; ``dry_run`` reports what would go and
+        changes nothing.
         """
-        return self.store.forget(self._tenant(tenant), subject)
+        return self.store.forget(self._tenant(tenant), subject, dry_run=dry_run, actor=actor, reason=reason)
 
     def purge(self, tenant: str, *, now: Instant | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:

@@ -32,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sgam.graph.errors import SgamError
+from sgam.graph.forget import ForgetReport
 from sgam.graph.store import Retries
 from sgam.graph.writes import native
 from sgam.queries.loader import get_query, load_queries
@@ -516,22 +517,40 @@ def forget(
     tenant: str = typer.Option(..., "--tenant", "-t"),
     subject: str = typer.Option(..., "--subject", "-s", help="The entity id to erase"),
     yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be erased and change nothing"),
+    actor: str = typer.Option(None, "--actor", help="Who erases, kept in the tombstone (e.g. user:ops-anna)"),
+    reason: str = typer.Option(None, "--reason", help="Why (e.g. a request number), kept in the tombstone"),
 ) -> None:
-    """Erase a subject completely (facts, values, entity, episodes) and leave a tombstone."""
-    if not yes and not typer.confirm(f"Erase {subject!r} from tenant {tenant!r} for good?"):
-        raise typer.Exit(1)
+    """Erase a subject completely (facts, values, entity, episodes, every text naming it), leave a
+    tombstone, and prove nothing is left (exit 1 if anything is)."""
     with MemoryGraph.connect(bootstrap=False) as graph:
-        report = graph.forget_subject(tenant, subject)
+        plan = graph.forget_subject(tenant, subject, dry_run=True)
+        if dry_run or not yes:
+            console.print(_forgotten(plan), highlight=False, markup=False)
+        if dry_run:
+            return
+        if not yes and not typer.confirm(f"Erase {subject!r} from tenant {tenant!r} for good?"):
+            raise typer.Exit(1)
+        report = graph.forget_subject(tenant, subject, actor=actor, reason=reason)
         residue = graph.residue(tenant, subject, forgotten=True)
-    console.print(f"forgot {subject!r}: {len(report.episodes_deleted)} episodes deleted, "
-                  f"{len(report.episodes_redacted)} redacted, {report.facts_deleted} facts of others "
-                  f"deleted, {report.redacted} other records redacted", highlight=False)
+    console.print(_forgotten(report), highlight=False, markup=False)
     if residue:
         _print_table(f"residue of {subject}", residue)
         err.print(f"{len(residue)} traces of {subject!r} are left (see above): the erasure is not "
                   "complete; report this as a bug", highlight=False)
         raise typer.Exit(1)
     console.print(f"residue check: nothing left of {subject!r}", highlight=False)
+
+
+def _forgotten(report: ForgetReport) -> str:
+    def ids(found: tuple[str, ...]) -> str:
+        return f" ({', '.join(found[:8])}{', ...' if len(found) > 8 else ''})" if found else ""
+
+    verb = "would erase" if report.dry_run else "forgot"
+    return (f"{verb} {report.subject!r} in tenant {report.tenant_id!r}: {report.facts} facts, "
+            f"{len(report.episodes_deleted)} episodes deleted{ids(report.episodes_deleted)}, "
+            f"{len(report.episodes_redacted)} redacted{ids(report.episodes_redacted)}, "
+            f"{report.facts_deleted} facts of others deleted, {report.redacted} other records redacted")
 
 
 def _literal(text: str | None) -> Any:

@@ -262,3 +262,19 @@ def test_forget_leaves_no_trace_whatever_was_stored(graph: MemoryGraph, data: di
     # Every other subject keeps a current fact.
     for s in others:
         assert graph.current(tenant, s, "home_city"), s
+
+
+def test_a_dry_run_changes_nothing_and_the_tombstone_says_who_and_why(zed: MemoryGraph, tenant: str) -> None:
+    before = dump(zed, tenant)
+    result = runner.invoke(app, ["forget", "-t", tenant, "-s", "zed", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "would erase 'zed'" in result.output and "z1" in result.output
+    assert sorted(dump(zed, tenant)) == sorted(before)
+    plan = zed.forget_subject(tenant, "zed", dry_run=True)
+    done = zed.forget_subject(tenant, "zed", actor="user:dpo", reason="request 42 from Zachary Zimmer")
+    assert (plan.episodes_deleted, plan.episodes_redacted, plan.facts, plan.facts_deleted) == (
+        done.episodes_deleted, done.episodes_redacted, done.facts, done.facts_deleted)
+    [stone] = zed.store.read("MATCH (t:Tombstone {tenant_id: $t, subject: 'zed'}) RETURN properties(t) AS p",
+                             {"t": tenant})
+    assert stone["p"]["forgotten_by"] == "user:dpo" and stone["p"]["facts_deleted"] == done.facts
+    assert stone["p"]["reason"] == "request 42 from [redacted]"
