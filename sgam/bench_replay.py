@@ -753,7 +753,7 @@ def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, 
             for tenant in world.tenants:
                 graph.delete_tenant(tenant)
                 remaining[tenant] = graph.store.read(
-                    "MATCH (n {tenant_id: $t}) RETURN count(n) AS n", {"t": tenant})[0]["n"]
+                    "MATCH (n {tenant_id: $t}) WHERE NOT n:Deletion RETURN count(n) AS n", {"t": tenant})[0]["n"]
             graph.close()
     result = {
         "benchmark": "sgam.bench_replay", "format": 1,
