@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .deletion import DELETE_FACTS, DELETE_NODES
 from .errors import NotFound
 from .names import Terms, term_hash
 from .writes import Records, Statement
@@ -138,18 +139,6 @@ DETACH DELETE v
 WITH DISTINCT e
 DETACH DELETE e
 RETURN count(*) AS deleted
-"""
-
-DELETE_NODES = """
-UNWIND $eids AS eid
-MATCH (x) WHERE elementId(x) = eid
-DETACH DELETE x
-"""
-
-DELETE_RELATIONSHIPS = """
-UNWIND $eids AS eid
-MATCH ()-[x]->() WHERE elementId(x) = eid
-DELETE x
 """
 
 REWRITE_NODES = """
@@ -330,8 +319,8 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
     if dry_run:
         return report
     yield Statement(DELETE_SUBJECT, params)
-    yield Statement(DELETE_RELATIONSHIPS, {"eids": drop_relationships})
-    yield Statement(DELETE_NODES, {"eids": drop_nodes})
+    yield Statement(DELETE_FACTS, {"fids": drop_relationships})
+    yield Statement(DELETE_NODES, {"ids": drop_nodes})
     yield Statement(REWRITE_RELATIONSHIPS, {"rows": relationship_rows})
     yield Statement(REWRITE_NODES, {"rows": node_rows})
     yield Statement(DELETE_BY_SUBJECT, {**params, "episodes": involved, "quoted": json.dumps(subject)})
