@@ -32,7 +32,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
-from .models import Cardinality, Fact, MemoryDelta, Status
+from .models import Cardinality, Fact, MemoryDelta, Status, check_value
 from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
 
@@ -293,11 +293,22 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
             vkey = schema.coerce(delta.attribute, delta.value)[1] if delta.value is not None else ""
             target_type = spec.target if spec.value_type == "entity" else None
             replaces = schema.coerce(delta.attribute, delta.replaces)[1] if delta.replaces is not None else ""
+            if delta.subject_name is not None:
+                _check_name(delta.subject_name)
             ready.append(_Prepared(index, delta, subject_type, target_type,
                                    delta_key(delta, vkey, replaces), vkey))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
     return ready, rejected
+
+
+def _check_name(name: str) -> None:
+    """A subject name as the store can hold it (the model checks it too, but a delta built without
+    validation reaches here unchecked)."""
+    try:
+        check_value(name, "subject_name")
+    except ValueError as exc:
+        raise InvalidDelta(str(exc)) from None
 
 
 def write_steps(
