@@ -13,7 +13,8 @@ must happen:
 * every bad line is reported by its number, with a reason; no good line is;
 * the good lines are applied exactly as when they alone are replayed (or ingested) into a fresh
   tenant: the same history rows, retired ones included, up to ids and transaction times;
-* ``--atomic`` applies nothing when a line is bad, and the same as the good lines alone otherwise.
+* ``--atomic`` applies nothing when a line is bad (``sgam ingest --atomic`` stores nothing: every
+  bad line here is one it finds before storing), and the same as the good lines alone otherwise.
 """
 
 from __future__ import annotations
@@ -266,7 +267,7 @@ def test_fuzzed_replay_files(cli, graph: MemoryGraph, tmp_path: Path, lines: lis
 @example(lines=every_kind(message_record, INGEST_LINE))
 @given(lines=files(message_record, INGEST_LINE, least=1))
 def test_fuzzed_ingest_files(cli, graph: MemoryGraph, tmp_path: Path, lines: list[Line]) -> None:
-    mixed, alone = fresh(), fresh()
+    mixed, alone, atomic = fresh(), fresh(), fresh()
     for x in lines:
         event(x.kind)
     path, bad = render(lines, mixed, tmp_path / "mixed.jsonl")
@@ -285,3 +286,12 @@ def test_fuzzed_ingest_files(cli, graph: MemoryGraph, tmp_path: Path, lines: lis
     code, _, report = invoke(["ingest", str(good_path), "-t", alone, "--mode", "now", "--json"])
     assert code == 0 and report["errors"] == []
     assert rows(graph, mixed) == rows(graph, alone)
+
+    # Every bad kind here is found before anything is stored: --atomic stores nothing at all.
+    path, _ = render(lines, atomic, tmp_path / "atomic.jsonl")
+    code, output, _ = invoke(["ingest", str(path), "-t", atomic, "--mode", "now", "--atomic"])
+    if bad:
+        assert code == 1 and "nothing was stored" in " ".join(output.split()), output
+        assert graph.store.read("MATCH (n {tenant_id: $t}) RETURN count(n) AS n", {"t": atomic}) == [{"n": 0}]
+    else:
+        assert code == 0 and rows(graph, atomic) == rows(graph, alone)
