@@ -17,7 +17,8 @@ Steps of one batch, all in one transaction:
 3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`);
 4. write the differences: updated rows, new attribute facts with their value nodes, new relation
    facts with their target entities, the statements appended to the ledgers, and ``MENTIONS``
-   links from episodes to entities.
+   links from episodes to entities. A refused delta leaves nothing: it links nothing, and a subject
+   that step 2 created only for refused deltas is removed again.
 """
 
 from __future__ import annotations
