@@ -37,7 +37,8 @@ CALL (ep) {
   OPTIONAL MATCH (same:Episode {tenant_id: ep.tenant_id, content_hash: ep.content_hash})
   RETURN same.id AS same_id ORDER BY same.recorded_at, same.id LIMIT 1
 }
-RETURN ep.tenant_id AS tenant_id, ep.id AS id, byid.content_hash AS id_hash, same_id
+RETURN ep.tenant_id AS tenant_id, ep.id AS id, ep.content_hash AS content_hash,
+       byid.content_hash AS id_hash, same_id
 """
 
 CREATE = """
@@ -94,22 +95,26 @@ def _conflict(episode: Episode) -> Conflict:
 def plan_recording(episodes: Sequence[Episode], found: Records) -> tuple[list[Recorded], list[Episode]]:
     """Decide each episode's outcome from what the lookup found; returns the outcomes known now
     and the episodes still to create. Raises :class:`Conflict` for a reused id (nothing is written)."""
-    lookups = {(r["tenant_id"], r["id"]): r for r in found}
+    # What the store holds under an id, and which stored episode has a content: two episodes of
+    # a batch may share an id (with other content) and must not read each other's answers.
+    id_hashes = {(r["tenant_id"], r["id"]): r["id_hash"] for r in found}
+    same_ids = {(r["tenant_id"], r["content_hash"]): r["same_id"] for r in found}
     known: list[Recorded] = []
     to_create: dict[tuple[str, str], Episode] = {}
     hashes: dict[tuple[str, str], str] = {}  # (tenant, content hash) -> id created by this batch
     for episode in episodes:
         key = (episode.tenant_id, episode.id)
-        row = lookups.get(key, {})
+        id_hash = id_hashes.get(key)
+        same_id = same_ids.get((episode.tenant_id, episode.content_hash))
         earlier = to_create.get(key)
-        if row.get("id_hash") is not None or earlier is not None:
-            stored_hash = earlier.content_hash if earlier is not None else row["id_hash"]
+        if id_hash is not None or earlier is not None:
+            stored_hash = earlier.content_hash if earlier is not None else id_hash
             if stored_hash != episode.content_hash:
                 raise _conflict(episode)
             if earlier is None:
                 known.append(Recorded(*key, episode.id, "existing"))
-        elif row.get("same_id") is not None:
-            known.append(Recorded(*key, row["same_id"], "duplicate"))
+        elif same_id is not None:
+            known.append(Recorded(*key, same_id, "duplicate"))
         elif (episode.tenant_id, episode.content_hash) in hashes:
             known.append(Recorded(*key, hashes[(episode.tenant_id, episode.content_hash)], "duplicate"))
         else:

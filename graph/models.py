@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
+import reprlib
 from datetime import date, datetime, timezone
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 ScalarValue = str | int | float | bool | date | datetime
 
@@ -43,7 +45,36 @@ def require_aware(value: datetime, field: str) -> datetime:
             f"{field} is a naive datetime ({value.isoformat()}); give it a timezone, "
             f"e.g. {value.isoformat()}+00:00 or a trailing Z"
         )
-    return value.astimezone(timezone.utc)
+    return _utc(value, field)
+
+
+def _utc(value: datetime, field: str) -> datetime:
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        # 9999-12-31T23:00:00-05:00 is a valid ISO string, but its UTC instant is in year 10000.
+        raise ValueError(f"{field} {value.isoformat()} lies outside the years 1 to 9999 once moved to "
+                         "UTC; give an instant inside them") from None
+
+
+def require_instant(value: Any, field: str) -> datetime:
+    """An instant in UTC from an aware ``datetime`` or an ISO 8601 string with a timezone: the
+    rule for the times a write carries (``valid_from``, ``valid_to``, ``occurred_at``).
+
+    Nothing else is taken for an instant: not a number (pydantic would read ``5`` as five seconds
+    after 1970), not a date, not a time without a zone. Raises :class:`ValueError` naming ``field``.
+    """
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"{field} {shown(value)} is not an ISO 8601 instant; e.g. "
+                             "'2026-06-02T12:00:00Z'") from None
+        return require_aware(parsed, field)
+    if isinstance(value, datetime):
+        return require_aware(value, field)
+    raise ValueError(f"{field} must be an ISO 8601 string with a timezone (e.g. '2026-06-02T12:00:00Z') "
+                     f"or an aware datetime, not {type(value).__name__} {shown(value)}")
 
 
 INSTANT_EXAMPLE = "e.g. '2026-06-02T12:00:00Z', or a date alone, '2026-06-02' (midnight UTC)"
@@ -76,7 +107,7 @@ def parse_instant(value: datetime | date | str, field: str = "instant") -> datet
     if parsed.tzinfo is None or parsed.tzinfo.utcoffset(parsed) is None:
         raise ValueError(f"{field} {value!r} has no timezone; add one ({text}Z for UTC), or give a "
                          f"date alone for midnight UTC")
-    return parsed.astimezone(timezone.utc)
+    return _utc(parsed, field)
 
 
 def check_tenant(value: str) -> str:
@@ -110,18 +141,68 @@ def check_principal(value: str | None, *, reading: bool = False) -> str | None:
 MAX_EPISODE_BYTES = 100_000
 """The largest episode content accepted: 100 kB of UTF-8 (split longer documents into parts)."""
 
+MAX_VALUE_BYTES = 7_000
+"""The longest string a delta may carry as its ``value``, ``replaces`` or ``subject_name``, in
+bytes of UTF-8. Neo4j's range indexes hold a key of at most 8,167 bytes, each string taking its
+UTF-8 length plus 3 (measured on 5.26), and a value is indexed in a key that also holds the tenant,
+subject and attribute (``Value(tenant_id, key)``, up to about 270 bytes more); a longer string
+failed the whole transaction. Longer text belongs in an episode (up to 100 kB)."""
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The integers Neo4j stores (signed 64-bit); the driver cannot send any other."""
+
+
+def utf8_size(value: str, field: str) -> int:
+    """The UTF-8 length of ``value``; a lone surrogate (which no UTF-8 text holds, but JSON's
+    ``\\ud800`` escape and Python strings can) raises :class:`ValueError` naming ``field``."""
+    if value.isascii():
+        return len(value)
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{field} is not valid Unicode text (a lone surrogate, U+{ord(value[exc.start]):04X}, at "
+            f"character {exc.start}); decode the source with its real encoding"
+        ) from None
+
+
+def check_value(value: Any, field: str = "value") -> Any:
+    """A scalar as the store can hold it: a string of at most :data:`MAX_VALUE_BYTES` of valid
+    UTF-8, an integer in signed 64 bits, a finite float; anything else is left to the schema.
+    Raises :class:`ValueError` naming ``field``."""
+    if isinstance(value, str):
+        size = utf8_size(value, field)
+        if size > MAX_VALUE_BYTES:
+            raise ValueError(f"{field} is {size} bytes of UTF-8, over the {MAX_VALUE_BYTES}-byte limit "
+                             "of an indexed string: keep long text in the episode")
+    elif isinstance(value, bool):
+        pass
+    elif isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError(f"{field} {shown(value)} is outside the signed 64-bit integers Neo4j stores "
+                             f"({INT64_MIN} to {INT64_MAX})")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{field} is {value!r}: not a number the store keeps; give a finite number")
+    return value
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` cut short for a message: long strings, deep or large containers and huge
+    integers are abridged (and never recurse without bound)."""
+    return _SHORT.repr(value)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = 80
+_SHORT.maxother = 80
+_SHORT.maxlong = 40
+
 
 def check_content(value: str) -> str:
     """Validate episode content: not blank, at most :data:`MAX_EPISODE_BYTES` of UTF-8."""
     if not value.strip():
         raise ValueError("episode content is empty: there is nothing to remember")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"episode content is not valid Unicode text (a lone surrogate at character {exc.start}); "
-            "decode the source with its real encoding"
-        ) from None
+    size = utf8_size(value, "episode content")
     if size > MAX_EPISODE_BYTES:
         raise ValueError(
             f"episode content is {size} bytes of UTF-8, over the {MAX_EPISODE_BYTES}-byte limit: "
@@ -169,6 +250,14 @@ class EpisodeKind(str, Enum):
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @model_validator(mode="after")
+    def _unicode(self) -> "_Model":
+        # A lone surrogate passes pydantic's str but no driver can send it (UnicodeEncodeError).
+        for name, value in self.__dict__.items():
+            if type(value) is str and not value.isascii():
+                utf8_size(value, name)
+        return self
+
 
 class Episode(_Model):
     """A raw episode, stored before anything is extracted from it."""
@@ -185,10 +274,10 @@ class Episode(_Model):
     _id = field_validator("id")(classmethod(lambda cls, v: check_id(v, "episode id")))
     _content = field_validator("content")(classmethod(lambda cls, v: check_content(v)))
 
-    @field_validator("occurred_at")
+    @field_validator("occurred_at", mode="before")
     @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        return require_aware(value, "occurred_at")
+    def _instant(cls, value: Any) -> datetime:
+        return require_instant(value, "occurred_at")
 
     @property
     def content_hash(self) -> str:
@@ -230,15 +319,20 @@ class MemoryDelta(_Model):
         classmethod(lambda cls, v: check_id(v, "source_episode_id"))
     )
 
-    @field_validator("valid_from")
+    @field_validator("valid_from", "valid_to", mode="before")
     @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        return require_aware(value, "valid_from")
+    def _instant(cls, value: Any, info: ValidationInfo) -> datetime | None:
+        return None if value is None else require_instant(value, info.field_name or "time")
 
-    @field_validator("valid_to")
+    @field_validator("value", "replaces")
     @classmethod
-    def _aware_to(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else require_aware(value, "valid_to")
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_value(value, info.field_name or "value")
+
+    @field_validator("subject_name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else check_value(value, "subject_name")
 
     @model_validator(mode="after")
     def _interval(self) -> "MemoryDelta":

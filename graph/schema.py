@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .countries import iso_country
 from .errors import InvalidDelta, SchemaViolation, validation_problems
-from .models import SUBJECT_READER, Cardinality, check_principal, require_aware
+from .models import SUBJECT_READER, Cardinality, check_principal, check_value, require_aware, shown
 
 ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
 
@@ -397,7 +397,7 @@ def value_key(value: Any) -> str:
 def _fail(attribute: str, spec: AttributeSpec, raw: Any, hint: str = "") -> InvalidDelta:
     expected = spec.value_type if spec.value_type != "enum" else f"one of {list(spec.values)}"
     return InvalidDelta(
-        f"value {raw!r} ({type(raw).__name__}) is not valid for attribute {attribute!r}: "
+        f"value {shown(raw)} ({type(raw).__name__}) is not valid for attribute {attribute!r}: "
         f"expected {expected}{hint}"
     )
 
@@ -406,6 +406,11 @@ def _coerce(spec: AttributeSpec, attribute: str, raw: Any) -> Any:
     kind = spec.value_type
     if raw is None:
         raise _fail(attribute, spec, raw)
+    try:
+        # A delta built without validation (model_construct, model_copy) is checked here too.
+        check_value(raw, f"value for attribute {attribute!r}")
+    except ValueError as exc:
+        raise InvalidDelta(str(exc)) from None
     if kind in ("string", "entity", "enum"):
         if not isinstance(raw, str) or not raw.strip():
             raise _fail(attribute, spec, raw)

@@ -17,7 +17,8 @@ Steps of one batch, all in one transaction:
 3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`);
 4. write the differences: updated rows, new attribute facts with their value nodes, new relation
    facts with their target entities, the statements appended to the ledgers, and ``MENTIONS``
-   links from episodes to entities.
+   links from episodes to entities. A refused delta leaves nothing: it links nothing, and a subject
+   that step 2 created only for refused deltas is removed again.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
-from .models import Cardinality, Fact, MemoryDelta, Status
+from .models import Cardinality, Fact, MemoryDelta, Status, check_value
 from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
 
@@ -258,6 +259,15 @@ MATCH (e:Entity) WHERE elementId(e) = m.entity
 MERGE (ep)-[:MENTIONS]->(e)
 """
 
+# Subjects the lock step created for deltas that were then all refused (a refusal leaves nothing
+# but its record). Last in the batch, so a subject that a relation of the batch points at, or that
+# a concurrent writer gave facts before this one locked it, is kept.
+DROP_UNUSED_SUBJECTS = """
+UNWIND $ids AS id
+MATCH (e:Entity) WHERE elementId(e) = id AND NOT EXISTS { (e)--() }
+DELETE e
+"""
+
 
 @dataclass
 class _Prepared:
@@ -285,11 +295,22 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
             vkey = schema.coerce(delta.attribute, delta.value)[1] if delta.value is not None else ""
             target_type = spec.target if spec.value_type == "entity" else None
             replaces = schema.coerce(delta.attribute, delta.replaces)[1] if delta.replaces is not None else ""
+            if delta.subject_name is not None:
+                _check_name(delta.subject_name)
             ready.append(_Prepared(index, delta, subject_type, target_type,
                                    delta_key(delta, vkey, replaces), vkey))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
     return ready, rejected
+
+
+def _check_name(name: str) -> None:
+    """A subject name as the store can hold it (the model checks it too, but a delta built without
+    validation reaches here unchecked)."""
+    try:
+        check_value(name, "subject_name")
+    except ValueError as exc:
+        raise InvalidDelta(str(exc)) from None
 
 
 def write_steps(
@@ -331,21 +352,38 @@ def write_steps(
     now = max(clock(), locked.latest) if locked.latest is not None else clock()
     creates: list[dict[str, Any]] = []
     touched: dict[str, _Touched] = {}
+    accepted: list[_Prepared] = []
     with _gc_paused():
         for item in prepared:
             result = _reconcile_one(item, locked, schema, now, creates, touched, max_future)
             results.append(result)
-            if atomic and not result.ok:
+            if result.ok:
+                accepted.append(item)
+            elif atomic:
                 raise result.error  # type: ignore[misc]
         rows = _rows(locked, creates, touched, schema, now)
+        # A refused delta leaves nothing but its refusal: no MENTIONS link, no restricted episode,
+        # and no subject that the lock step created only for it.
+        if len(accepted) < len(prepared) and not checked:
+            rows.unused = _unused_subjects(prepared, accepted, known, locked)
         # What planning read is not needed to write: let it go before the collector runs again,
         # so that it does not find a batch's worth of statements and rows still alive.
         locked.slots.clear()
         locked.points.clear()
         locked.new_points.clear()
         del creates, touched
-    yield from _persist(prepared, locked, rows, schema, now, mentions)
+    yield from _persist(accepted, locked, rows, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
+
+
+def _unused_subjects(prepared: list[_Prepared], accepted: list[_Prepared],
+                     known: dict[tuple[str, str, str], str], locked: _Locked) -> list[str]:
+    """Element ids of the subjects the lock step created (the check step did not find them) for
+    refused deltas only."""
+    used = {(p.delta.tenant_id, p.delta.subject) for p in accepted}
+    return sorted({locked.subject_ids[(p.delta.tenant_id, p.delta.subject)] for p in prepared
+                   if (p.delta.tenant_id, p.delta.subject) not in used
+                   and ("Entity", p.delta.tenant_id, p.delta.subject) not in known})
 
 
 def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tuple[str, str, str], str],
@@ -611,6 +649,8 @@ class _Rows:
     relations: list[dict[str, Any]]
     ledgers: list[dict[str, Any]]
     subjects: list[str]
+    unused: list[str] = field(default_factory=list)
+    """Subjects created by the lock step for refused deltas only (element ids): removed again."""
 
 
 def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _Touched],
@@ -688,6 +728,8 @@ def _persist(prepared: list[_Prepared], locked: _Locked, rows: _Rows, schema: Sc
                 links.append({"episode": episode, "entity": entity})
         if links:
             yield Statement(LINK_MENTIONS, {"mentions": links})
+    if rows.unused:
+        yield Statement(DROP_UNUSED_SUBJECTS, {"ids": rows.unused})
 
 
 # Stores written before ledgers existed: the believed confirmed rows of the slots that have no

@@ -123,6 +123,47 @@ def decode_utf8(data: bytes, name: str) -> str:
         ) from None
 
 
+MAX_JSON_DEPTH = 64
+"""How deeply a JSON line (an episode, an event, a tool result) may nest objects and lists."""
+
+
+def json_line(text: str) -> Any:
+    """One line of a JSONL file, parsed: strict JSON (``NaN`` and ``Infinity`` are not JSON) nested
+    at most :data:`MAX_JSON_DEPTH` deep. Anything else raises :class:`InvalidDelta` saying why."""
+    too_deep = InvalidDelta(f"JSON nested deeper than {MAX_JSON_DEPTH} levels: flatten it")
+    try:
+        data = json.loads(text, parse_constant=_not_json)
+    except json.JSONDecodeError as exc:
+        raise InvalidDelta(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except _NotJson as exc:
+        raise InvalidDelta(f"not valid JSON ({exc.args[0]} is no JSON number: give a finite number "
+                           "or null)") from None
+    except RecursionError:
+        raise too_deep from None
+    if _deeper_than(data, MAX_JSON_DEPTH):
+        raise too_deep
+    return data
+
+
+class _NotJson(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity``, which Python's json module reads and JSON has not."""
+
+
+def _not_json(name: str) -> Any:
+    raise _NotJson(name)
+
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    """Whether ``data`` nests more than ``limit`` levels (without recursion: any depth is safe)."""
+    level = [data]
+    for _ in range(limit):
+        level = [child for item in level if isinstance(item, (dict, list))
+                 for child in (item.values() if isinstance(item, dict) else item)]
+        if not level:
+            return False
+    return any(isinstance(item, (dict, list)) for item in level)
+
+
 def _instant(value: Any) -> str:
     if isinstance(value, (date, datetime)):
         return value.isoformat()
@@ -137,5 +178,5 @@ def canonical_json(value: Any, what: str) -> str:
         raise InvalidDelta(f"the {what} is not JSON-serialisable: {exc}") from None
 
 
-__all__ = ["canonical_json", "decode_utf8", "document", "episode_from_fields", "event", "message", "new_episode",
+__all__ = ["MAX_JSON_DEPTH", "canonical_json", "decode_utf8", "json_line", "document", "episode_from_fields", "event", "message", "new_episode",
            "tool_result"]

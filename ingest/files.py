@@ -18,7 +18,6 @@ the command's ``--occurred-at``. Each bad line (not UTF-8, not JSON, a naive tim
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -91,10 +90,7 @@ def _document_file(path: Path, data: bytes, defaults: Defaults) -> Item | ItemEr
 
 
 def _line(source: str, text: str, defaults: Defaults) -> Item:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidDelta(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    obj = episodes.json_line(text)
     if not isinstance(obj, dict):
         raise InvalidDelta("expected a JSON object, one episode a line")
     tenant = obj.pop("tenant_id", defaults.tenant_id)

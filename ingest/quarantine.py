@@ -43,7 +43,7 @@ from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
-from sgam.graph.models import MemoryDelta, check_id
+from sgam.graph.models import MemoryDelta, check_id, shown
 from sgam.graph.schema import Schema
 from sgam.graph.writes import RESTRICT_EPISODES, Records, Statement
 
@@ -122,8 +122,22 @@ def _jsonable(value: Any) -> Any:
 
 
 def candidate_json(candidate: Any) -> str:
-    """The candidate as canonical JSON; anything JSON cannot hold is kept as its ``repr``."""
-    return json.dumps(candidate, sort_keys=True, ensure_ascii=False, default=_jsonable)
+    """The candidate as canonical JSON; anything JSON cannot hold is kept as its ``repr``.
+
+    Text with a lone surrogate (which the store cannot hold) is written with ``\\u`` escapes,
+    which read back the same; a candidate the encoder cannot take at all (nested too deep, keys
+    that do not sort) is kept as its abridged ``repr``, a JSON string.
+    """
+    try:
+        text = json.dumps(candidate, sort_keys=True, ensure_ascii=False, default=_jsonable)
+    except (RecursionError, TypeError, ValueError):
+        return json.dumps(shown(candidate))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(candidate, sort_keys=True, default=_jsonable)
+    return text
 
 
 def _subjects(candidate: Any) -> tuple[str, ...]:

@@ -26,7 +26,6 @@ nothing (it writes nothing when a delta is refused) and fails on a delta recorde
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from sgam.graph.schema import Schema
 from sgam.graph.writes import BatchResult, prepare
 
 from . import quarantine as q
+from .episodes import decode_utf8, json_line
 
 _INHERITED = {"tenant_id": "tenant_id", "source_episode_id": "id", "valid_from": "occurred_at",
               "asserted_by": "actor"}
@@ -132,13 +132,9 @@ class Writer(Protocol):
 
     schema: Schema
     store: Any
-    """Runs ``read(query, params)`` and ``transact(make_steps)``."""
+    """Runs ``record(episodes)``, ``read(query, params)`` and ``transact(make_steps)``."""
 
     def clock(self) -> datetime: ...
-
-    def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]: ...
-
-    def record_episode(self, episode: Episode) -> Episode: ...
 
     def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                    batch_size: int = ...) -> BatchResult: ...
@@ -150,15 +146,23 @@ def _pydantic_message(exc: ValidationError) -> str:
     )
 
 
-def parse_line(number: int, text: str) -> ReplayLine | LineError | None:
-    """One line of the file: a :class:`ReplayLine`, a :class:`LineError`, or ``None`` if blank."""
-    text = text.strip()
-    if not text or text.startswith("#"):
-        return None
+def split_lines(data: bytes) -> list[bytes]:
+    """A JSONL file's lines: split at ``\\n`` only (a ``\\r`` before it goes with the blanks), never
+    at U+2028, U+2029 or U+0085, which JSON strings may hold. Each is decoded by :func:`parse_line`,
+    so a line that is not UTF-8 is reported on its own."""
+    return data.split(b"\n")
+
+
+def parse_line(number: int, line: str | bytes) -> ReplayLine | LineError | None:
+    """One line of the file (text, or bytes of UTF-8): a :class:`ReplayLine`, a :class:`LineError`,
+    or ``None`` if blank."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return LineError(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
+        text = (decode_utf8(line, "the line") if isinstance(line, bytes) else line).strip()
+        if not text or text.startswith("#"):
+            return None
+        data = json_line(text)
+    except InvalidDelta as exc:
+        return LineError(number, str(exc))
     if not isinstance(data, dict):
         return LineError(number, "expected a JSON object with an episode and its 'deltas'")
     raw_deltas = data.pop("deltas", [])
@@ -182,14 +186,14 @@ def _delta(episode: dict[str, Any], raw: Any) -> MemoryDelta:
     return MemoryDelta.model_validate(merged)
 
 
-def parse_lines(lines: Iterable[str]) -> Iterator[ReplayLine | LineError]:
+def parse_lines(lines: Iterable[str | bytes]) -> Iterator[ReplayLine | LineError]:
     for number, text in enumerate(lines, start=1):
         parsed = parse_line(number, text)
         if parsed is not None:
             yield parsed
 
 
-def replay(writer: Writer, lines: Iterable[str], *, atomic: bool = False, chunk_lines: int = 500,
+def replay(writer: Writer, lines: Iterable[str | bytes], *, atomic: bool = False, chunk_lines: int = 500,
            on_progress: Callable[[int], None] | None = None) -> ReplaySummary:
     """Record each line's episode, then write its deltas; returns a :class:`ReplaySummary`.
 
@@ -221,43 +225,56 @@ def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
                      summary: ReplaySummary) -> list[ReplayLine]:
     """Record the chunk's episodes; lines whose episode id clashes are rejected, the rest kept.
 
-    Every line's episode goes in, repeats included: the store refuses an id given twice with two
-    contents, so the later line is rejected whether or not the two share a chunk.
+    Every line's episode goes in, repeats included: episode ids are permanent, so a line whose id
+    the store, or an earlier line, holds with other content is rejected (``invalid``) whether or
+    not the two share a chunk. A chunk where that happens is recorded again line by line, in
+    order, as if each line were a chunk of its own.
     """
-    kept = list(chunk)
+    episodes = [line.episode for line in chunk]
     try:
-        outcomes = writer.record_episodes([line.episode for line in chunk])
-    except Conflict:
+        clash = _reused_id(chunk)
+        if clash is not None:
+            raise clash
+        recorded = {(r.tenant_id, r.id): r for r in writer.store.record(episodes)}
+        kept = [(line, recorded[(line.episode.tenant_id, line.episode.id)]) for line in chunk]
+    except Conflict as exc:
         if atomic:
-            raise
-        kept, outcomes = [], {}
+            raise InvalidDelta(f"{exc} (atomic replay: nothing was written)") from exc
+        kept = []
         for line in chunk:
             try:
-                outcomes.update(writer.record_episodes([line.episode]))
-            except Conflict as exc:
-                summary.errors.append(LineError(line.number, str(exc)))
+                [one] = writer.store.record([line.episode])
+            except Conflict as conflict:
+                summary.errors.append(LineError(line.number, str(conflict)))
                 summary.line_status[line.number] = INVALID
                 continue
-            kept.append(line)
-    summary.episodes += len({(line.episode.tenant_id, line.episode.id) for line in kept})
-    for line in kept:
-        summary._mark(line.number, WRITTEN if outcomes.get(line.episode.id) == "created" else UNCHANGED)
-    return _cite_stored(writer, kept, outcomes)
+            kept.append((line, one))
+    summary.episodes += len({(line.episode.tenant_id, line.episode.id) for line, _ in kept})
+    for line, one in kept:
+        summary._mark(line.number, WRITTEN if one.created else UNCHANGED)
+    return [_cite_stored(line, one.stored_id) for line, one in kept]
 
 
-def _cite_stored(writer: Writer, lines: Sequence[ReplayLine], outcomes: dict[str, str]) -> list[ReplayLine]:
-    """Deltas of a line whose episode duplicates a stored one (same content hash) cite that one;
-    the line then carries the episode under its stored id."""
-    out = []
-    for line in lines:
-        stored = (writer.record_episode(line.episode).id
-                  if outcomes.get(line.episode.id) == "duplicate" else line.episode.id)
-        if stored != line.episode.id:
-            line = ReplayLine(line.number, line.episode.model_copy(update={"id": stored}), tuple(
-                d.model_copy(update={"source_episode_id": stored})
-                if d.source_episode_id == line.episode.id else d for d in line.deltas))
-        out.append(line)
-    return out
+def _reused_id(chunk: Sequence[ReplayLine]) -> Conflict | None:
+    """The first line of ``chunk`` whose episode id an earlier line gives with other content."""
+    first: dict[tuple[str, str], ReplayLine] = {}
+    for line in chunk:
+        earlier = first.setdefault((line.episode.tenant_id, line.episode.id), line)
+        if earlier.episode.content_hash != line.episode.content_hash:
+            return Conflict(f"line {line.number}: episode {line.episode.id!r} of tenant "
+                            f"{line.episode.tenant_id!r} is given at line {earlier.number} with other "
+                            "content: episode ids are permanent; give the new episode a new id")
+    return None
+
+
+def _cite_stored(line: ReplayLine, stored: str) -> ReplayLine:
+    """A line whose episode duplicates a stored one (same content hash) carries it under its
+    stored id, and its deltas that cited the given id cite that one."""
+    if stored == line.episode.id:
+        return line
+    return ReplayLine(line.number, line.episode.model_copy(update={"id": stored}), tuple(
+        d.model_copy(update={"source_episode_id": stored})
+        if d.source_episode_id == line.episode.id else d for d in line.deltas))
 
 
 @dataclass(frozen=True)

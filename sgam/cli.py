@@ -279,15 +279,15 @@ def replay(
 ) -> None:
     """Replay episodes with their structured deltas (format in the README). Refused deltas are
     recorded, so replaying the same file again changes nothing and reports them refused as before."""
-    from sgam.ingest.replay import replay as run_replay
+    from sgam.ingest.replay import replay as run_replay, split_lines
 
-    lines = file.read_text(encoding="utf-8").splitlines()
+    lines = split_lines(file.read_bytes())
     with MemoryGraph.connect() as graph, Progress(
         TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True,
     ) as progress:
         task = progress.add_task("replay", total=sum(1 for line in lines if line.strip()
-                                                      and not line.lstrip().startswith("#")))
+                                                      and not line.lstrip().startswith(b"#")))
         summary = run_replay(graph, lines, atomic=atomic,
                              on_progress=lambda n: progress.advance(task, n))
         retries = graph.retries

@@ -18,7 +18,9 @@ tenant valid at ``valid_at``.
 
 GraphML stores only strings, numbers and booleans, one type per attribute: :func:`write` writes
 instants and dates as ISO 8601 strings, lists and non-string values (``value``) as JSON strings,
-and leaves absent (null) properties out.
+and leaves absent (null) properties out. XML cannot hold NUL, the other control characters but tab
+and line feed, U+FFFE or U+FFFF, and its readers turn a carriage return into a line feed: in
+strings and node ids each is written as the six characters ``\\uXXXX`` (``\\u0000`` for NUL).
 :func:`node_link` is the JSON form (``networkx.node_link_graph(data, edges="edges")`` reads it
 back, with ISO strings for instants).
 """
@@ -26,6 +28,7 @@ back, with ISO strings for instants).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import date, datetime
 from pathlib import Path
@@ -102,12 +105,24 @@ def to_networkx(graph: MemoryGraph, tenant: str, valid_at: Instant | None = None
     return result
 
 
+# Characters XML 1.0 cannot carry at all (NUL and the other C0 controls but tab and line feed,
+# U+FFFE, U+FFFF), and the carriage return, which every XML reader turns into a line feed.
+_NOT_XML = re.compile(r"[^\t\n\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with each character GraphML cannot hold written as the six characters ``\\uXXXX``."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _plain(value: Any) -> Any:
     """A GraphML-storable value: ISO strings for instants and dates, JSON for collections."""
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, (list, tuple, dict)):
         return json.dumps(_jsonable(value))
+    if isinstance(value, str):
+        return _xml_text(value)
     return value
 
 
@@ -132,8 +147,9 @@ def _flat(attrs: dict[str, Any]) -> dict[str, Any]:
 def graphml_ready(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
     """A copy whose graph, node and edge attributes GraphML can store (see the module doc)."""
     flat = nx.MultiDiGraph(**_flat(graph.graph))
-    flat.add_nodes_from((n, _flat(a)) for n, a in graph.nodes(data=True))
-    flat.add_edges_from((u, v, k, _flat(a)) for u, v, k, a in graph.edges(keys=True, data=True))
+    flat.add_nodes_from((_plain(n), _flat(a)) for n, a in graph.nodes(data=True))
+    flat.add_edges_from((_plain(u), _plain(v), _plain(k), _flat(a))
+                        for u, v, k, a in graph.edges(keys=True, data=True))
     return flat
 
 

@@ -1,6 +1,6 @@
 """The ingest commands of the ``sgam`` CLI (registered on the main app by ``sgam.cli``).
 
-    sgam ingest FILE... -t T [--kind K]    record episodes; process now or queue them
+    sgam ingest FILE... -t T [--kind K] [--atomic]   record episodes; process now or queue them
     sgam worker [-t T ...] [--until-idle]  process the queue (safe to run several at once)
     sgam queue status|retry -t T [--as P]  the queue's state; requeue dead-lettered episodes
     sgam quarantine list|replay -t T [--as P]  refused candidates; re-validate them after a schema change
@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from sgam.graph.errors import SgamError
+from sgam.graph.errors import InvalidDelta, SgamError
 from sgam.graph.models import EpisodeKind
 from sgam.graph.schema import Schema, default_schema, load_schema
 from sgam.graph.store import Retries
@@ -101,6 +101,8 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
                                       "now; queue: everything without deltas queued"),
         schema: str = SchemaOpt, extractor: list[str] = ExtractorOpt, events: Path = EventsOpt,
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON"),
+        atomic: bool = typer.Option(False, "--atomic",
+                                    help="Store nothing if any line, or any delta of one, is bad"),
     ) -> None:
         """Record episodes (deduplicated by content), then process them now or queue them for `sgam worker`."""
         from sgam.ingest.pipeline import ingest, record, submit
@@ -112,6 +114,10 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
         errors = [x for x in parsed if isinstance(x, ItemError)]
         rows: list[dict[str, Any]] = []
         loaded = _schema(schema)
+        if atomic:
+            first = next(iter(errors), None) or _unready([x for x in parsed if isinstance(x, Item)], loaded)
+            if first is not None:
+                raise InvalidDelta(f"{first.source}: {first.message} (atomic ingest: nothing was stored)")
         with MemoryGraph.connect(schema=loaded) as graph:
             chosen = _extractors(extractor, loaded, events)
             for item in (x for x in parsed if isinstance(x, Item)):
@@ -281,6 +287,26 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
         if data["hidden"]:
             err.print(f"{data['hidden']} still-failing entries are not readable as "
                       f"{principal or 'no principal'}", highlight=False, markup=False)
+
+
+def _unready(items: list[Item], schema: Schema) -> ItemError | None:
+    """The first item an atomic ingest cannot take, judged before anything is stored: an episode id
+    an earlier item gives with other content, or a delta that is not valid for ``schema``. (What
+    depends on the stored state, e.g. an id stored with other content, is found only on writing.)"""
+    from sgam.graph.writes import prepare
+    from sgam.ingest.pipeline import validate
+
+    seen: dict[tuple[str, str], Item] = {}
+    for item in items:
+        earlier = seen.setdefault((item.episode.tenant_id, item.episode.id), item)
+        if earlier.episode.content_hash != item.episode.content_hash:
+            return ItemError(item.source, f"episode {item.episode.id!r} is given by {earlier.source} with "
+                                          "other content: episode ids are permanent")
+        valid, refused = validate(item.episode, [("structured", d) for d in item.deltas])
+        _, rejected = prepare([delta for _, _, delta in valid], schema)
+        if refused or rejected:
+            return ItemError(item.source, refused[0].reason if refused else rejected[0].message)
+    return None
 
 
 def _row(source: str, report: Any) -> dict[str, Any]:

@@ -144,16 +144,28 @@ def test_recording_plan_dedupes_by_hash_and_guards_ids() -> None:
     a_again = ep.message(T, "one", speaker="u:a", occurred_at=WHEN, id="a2")
     b = ep.message(T, "two", speaker="u:a", occurred_at=WHEN, id="b")
     stored = ep.message(T, "three", speaker="u:a", occurred_at=WHEN, id="c")
-    found = [{"tenant_id": T, "id": "a", "id_hash": None, "same_id": None},
-             {"tenant_id": T, "id": "a2", "id_hash": None, "same_id": None},
-             {"tenant_id": T, "id": "b", "id_hash": None, "same_id": "old-b"},
-             {"tenant_id": T, "id": "c", "id_hash": stored.content_hash, "same_id": "c"}]
+    found = [{"tenant_id": T, "id": "a", "content_hash": a.content_hash, "id_hash": None, "same_id": None},
+             {"tenant_id": T, "id": "a2", "content_hash": a.content_hash, "id_hash": None, "same_id": None},
+             {"tenant_id": T, "id": "b", "content_hash": b.content_hash, "id_hash": None, "same_id": "old-b"},
+             {"tenant_id": T, "id": "c", "content_hash": stored.content_hash, "id_hash": stored.content_hash,
+              "same_id": "c"}]
     known, create = plan_recording([a, a_again, b, stored], found)
     assert [e.id for e in create] == ["a"]
     assert {(r.id, r.stored_id, r.outcome) for r in known} == {
         ("a2", "a", "duplicate"), ("b", "old-b", "duplicate"), ("c", "c", "existing")}
     with pytest.raises(Conflict, match="'c' of tenant 'acme' is already recorded"):
         plan_recording([ep.message(T, "other", speaker="u:a", occurred_at=WHEN, id="c")], found)
+
+
+def test_one_id_twice_in_a_batch_is_a_conflict_even_when_one_content_is_stored_elsewhere() -> None:
+    # The second content is stored as "old-b": the first episode must not be taken for its duplicate.
+    first = ep.message(T, "one", speaker="u:a", occurred_at=WHEN, id="x")
+    second = ep.message(T, "two", speaker="u:a", occurred_at=WHEN, id="x")
+    found = [{"tenant_id": T, "id": "x", "content_hash": first.content_hash, "id_hash": None, "same_id": None},
+             {"tenant_id": T, "id": "x", "content_hash": second.content_hash, "id_hash": None,
+              "same_id": "old-b"}]
+    with pytest.raises(Conflict, match="'x' of tenant 'acme' is already recorded"):
+        plan_recording([first, second], found)
 
 
 # -- files for `sgam ingest` -----------------------------------------------------------------------
