@@ -353,12 +353,17 @@ def write_steps(
     creates: list[dict[str, Any]] = []
     touched: dict[str, _Touched] = {}
     accepted: list[_Prepared] = []
+    # What this batch applies for the first time: an unchanged (repeated) statement got its
+    # MENTIONS links when it was applied, and must not gain one now that its target exists.
+    changed: list[_Prepared] = []
     with _gc_paused():
         for item in prepared:
             result = _reconcile_one(item, locked, schema, now, creates, touched, max_future)
             results.append(result)
             if result.ok:
                 accepted.append(item)
+                if result.outcome != "unchanged":
+                    changed.append(item)
             elif atomic:
                 raise result.error  # type: ignore[misc]
         rows = _rows(locked, creates, touched, schema, now)
@@ -372,7 +377,7 @@ def write_steps(
         locked.points.clear()
         locked.new_points.clear()
         del creates, touched
-    yield from _persist(accepted, locked, rows, schema, now, mentions)
+    yield from _persist(changed, locked, rows, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -337,6 +337,13 @@ def render(tenant: str, lines: list[tuple[int, str, int, list[dict[str, Any]]]])
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=files(), chunks=st.tuples(st.integers(1, 4), st.integers(1, 4)))
+# A retract applied while its target did not exist yet; replayed once the target exists, the
+# repeated statement must not gain the MENTIONS link it never had.
+@example(lines=[(1, "user:bob", 2, [{"subject": "acc-1", "attribute": "holds", "op": "retract", "value": "acc-2"}]),
+                (0, "user:ann", 1, []),
+                (0, "user:ann", 1, [{"subject": "acc-1", "attribute": "holds", "op": "assert", "value": "acc-2",
+                                     "source_episode_id": "e0"}])],
+         chunks=(1, 1))
 def test_replaying_any_file_twice_leaves_the_state_identical(
         graph: MemoryGraph, lines: list[tuple[int, str, int, list[dict[str, Any]]]],
         chunks: tuple[int, int]) -> None:
