@@ -343,29 +343,26 @@ def _jsonable(value: Any) -> Any:
 
 
 def _print_table(name: str, records: list[dict[str, Any]]) -> None:
-    columns = [c for c in (records[0] if records else {}) if c not in ("fact", "path")]
+    """The rows as a table of the columns an analyst reads (sgam/tables.py); --json has them all."""
+    from .tables import TRANSPOSED, table_rows, unbroken
+
+    columns, rows = table_rows(name, records)
+    if name in TRANSPOSED:  # one wide record: a field per line reads better than 15 columns
+        console.print(f"{name}: {len(records)} row(s)", highlight=False)
+        for row in rows:
+            table = Table(show_header=False)
+            table.add_column(style="bold", no_wrap=True)
+            table.add_column(overflow="fold")
+            for column, text in zip(columns, row):
+                table.add_row(column, text)
+            console.print(table)
+        return
     table = Table(title=f"{name}: {len(records)} row(s)", title_justify="left")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for record in records:
-        table.add_row(*(_cell(native(record[c])) for c in columns))
+    for column, whole in zip(columns, unbroken(columns, rows, console.width)):
+        table.add_column(column, overflow="fold", no_wrap=whole)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds").replace("+00:00", "Z")
-    if isinstance(value, date):
-        return value.isoformat()
-    value = _jsonable(value)
-    if isinstance(value, list):
-        return ", ".join(_cell(v) for v in value) if all(not isinstance(v, dict) for v in value) \
-            else json.dumps(value)
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return str(value)
 
 
 @app.command()
