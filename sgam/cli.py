@@ -4,6 +4,7 @@
     sgam replay FILE.jsonl         replay episodes with their structured deltas
     sgam query NAME ...            run a named query (current, as-of, history, provenance, traverse)
     sgam export -t T --format F    a point-in-time subgraph as GraphML or node-link JSON
+    sgam timeline -t T -s S -o F   a subject's history as a picture (valid time x belief)
     sgam context -t T "QUESTION"   the smallest cited context for an agent's prompt
     sgam confirm -t T -s S -a A    confirm a pending candidate (sgam query candidates lists them)
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
@@ -464,6 +465,28 @@ def export(
     write(nx_graph, out, fmt)  # type: ignore[arg-type]
     err.print(f"wrote {out}: {nx_graph.number_of_nodes()} nodes, {nx_graph.number_of_edges()} facts "
               f"({fmt})", highlight=False)
+
+
+@app.command()
+@friendly
+def timeline(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
+    subject: str = typer.Option(..., "--subject", "-s", help="The entity whose history to draw"),
+    attribute: str = typer.Option(None, "--attribute", "-a", help="Only this attribute; default: all"),
+    out: Path = typer.Option(..., "--out", "-o", help="The picture to write: FILE.png or FILE.svg"),
+    principal: str = typer.Option(None, "--as", help=AS_HELP),
+) -> None:
+    """Draw a subject's history: versions over valid time, layered by when the store believed them."""
+    from .timeline import figure, save
+
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        rows = graph.history(tenant, subject, attribute, principal=principal)
+        now = graph.clock()
+    if not rows:
+        raise typer.BadParameter(f"no stored facts of {subject!r} in tenant {tenant!r}"
+                                 + (f" for {attribute!r}" if attribute else ""), param_hint="--subject")
+    save(figure(rows, subject, now=now), out)
+    console.print(f"wrote {out}: {len(rows)} stored versions of {subject!r}", highlight=False)
 
 
 @app.command()

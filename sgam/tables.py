@@ -142,8 +142,8 @@ def _provenance(record: Row) -> Row:
             "known": window(fact.get("recorded_at"), fact.get("expired_at")),
             "op": fact.get("op"), "status": fact.get("status"), "asserted_by": fact.get("asserted_by"),
             "memory_id": fact.get("memory_id"),
-            "episode": f"{episode.get('id')} at {instant(episode.get('occurred_at'))} by {episode.get('actor')}"
-                       if episode else fact.get("source_episode_id"),
+            "episode": (f"{episode.get('id')} at {instant(episode.get('occurred_at'))} "
+                        f"by {episode.get('actor')}") if episode else fact.get("source_episode_id"),
             "said": said, "superseded": record.get("superseded"),
             "superseded_by": record.get("superseded_by"), "revises": record.get("revises"),
             "revised_by": record.get("revised_by")}
