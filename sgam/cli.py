@@ -644,9 +644,11 @@ def embed(
 @app.command()
 @friendly
 def demo() -> None:
-    """Replay the demo episodes into tenant `demo` and compare SGAM with a naive text memory."""
+    """Wipe tenant `demo`, replay the demo episodes into it and compare SGAM with a naive text memory."""
     from . import demo as demo_module
 
+    console.print(f"Tenant {demo_module.TENANT!r} is wiped and replayed (anything else stored in it is deleted).",
+                  highlight=False)
     with MemoryGraph.connect() as graph:
         demo_module.run(graph, console)
         uri = graph.store.uri
