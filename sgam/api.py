@@ -632,6 +632,15 @@ class MemoryGraph(_Queries):
         return _facts(self.query("history", **self._history(tenant, subject, attribute, current_only,
                                                             principal)))
 
+    def timeline(self, tenant: str, subject: str, attribute: str | None = None, *,
+                 principal: str | None = None) -> Any:
+        """The subject's :meth:`history` as a matplotlib ``Figure`` (needs ``sgam[timeline]``):
+        each version a bar over valid time, layered by when the store believed it, so a correction
+        shows the old bar retired at the moment it was corrected (see :mod:`sgam.timeline`)."""
+        from .timeline import figure
+
+        return figure(self.history(tenant, subject, attribute, principal=principal), subject, now=self.clock())
+
     def provenance(self, tenant: str, *ids: str, memory_id: str | None = None, subject: str | None = None,
                    principal: str | None = None) -> Provenance | None:
         """Episode, speaker, and the versions this one superseded / was superseded by, or None.

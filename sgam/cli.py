@@ -4,6 +4,7 @@
     sgam replay FILE.jsonl         replay episodes with their structured deltas
     sgam query NAME ...            run a named query (current, as-of, history, provenance, traverse)
     sgam export -t T --format F    a point-in-time subgraph as GraphML or node-link JSON
+    sgam timeline -t T -s S -o F   a subject's history as a picture (valid time x belief)
     sgam context -t T "QUESTION"   the smallest cited context for an agent's prompt
     sgam confirm -t T -s S -a A    confirm a pending candidate (sgam query candidates lists them)
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
@@ -344,29 +345,26 @@ def _jsonable(value: Any) -> Any:
 
 
 def _print_table(name: str, records: list[dict[str, Any]]) -> None:
-    columns = [c for c in (records[0] if records else {}) if c not in ("fact", "path")]
+    """The rows as a table of the columns an analyst reads (sgam/tables.py); --json has them all."""
+    from .tables import TRANSPOSED, table_rows, unbroken
+
+    columns, rows = table_rows(name, records)
+    if name in TRANSPOSED:  # one wide record: a field per line reads better than 15 columns
+        console.print(f"{name}: {len(records)} row(s)", highlight=False)
+        for row in rows:
+            table = Table(show_header=False)
+            table.add_column(style="bold", no_wrap=True)
+            table.add_column(overflow="fold")
+            for column, text in zip(columns, row):
+                table.add_row(column, text)
+            console.print(table)
+        return
     table = Table(title=f"{name}: {len(records)} row(s)", title_justify="left")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for record in records:
-        table.add_row(*(_cell(native(record[c])) for c in columns))
+    for column, whole in zip(columns, unbroken(columns, rows, console.width)):
+        table.add_column(column, overflow="fold", no_wrap=whole)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds").replace("+00:00", "Z")
-    if isinstance(value, date):
-        return value.isoformat()
-    value = _jsonable(value)
-    if isinstance(value, list):
-        return ", ".join(_cell(v) for v in value) if all(not isinstance(v, dict) for v in value) \
-            else json.dumps(value)
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return str(value)
 
 
 @app.command()
@@ -468,6 +466,28 @@ def export(
     write(nx_graph, out, fmt)  # type: ignore[arg-type]
     err.print(f"wrote {out}: {nx_graph.number_of_nodes()} nodes, {nx_graph.number_of_edges()} facts "
               f"({fmt})", highlight=False)
+
+
+@app.command()
+@friendly
+def timeline(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
+    subject: str = typer.Option(..., "--subject", "-s", help="The entity whose history to draw"),
+    attribute: str = typer.Option(None, "--attribute", "-a", help="Only this attribute; default: all"),
+    out: Path = typer.Option(..., "--out", "-o", help="The picture to write: FILE.png or FILE.svg"),
+    principal: str = typer.Option(None, "--as", help=AS_HELP),
+) -> None:
+    """Draw a subject's history: versions over valid time, layered by when the store believed them."""
+    from .timeline import figure, save
+
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        rows = graph.history(tenant, subject, attribute, principal=principal)
+        now = graph.clock()
+    if not rows:
+        raise typer.BadParameter(f"no stored facts of {subject!r} in tenant {tenant!r}"
+                                 + (f" for {attribute!r}" if attribute else ""), param_hint="--subject")
+    save(figure(rows, subject, now=now), out)
+    console.print(f"wrote {out}: {len(rows)} stored versions of {subject!r}", highlight=False)
 
 
 @app.command()
@@ -643,9 +663,11 @@ def embed(
 @app.command()
 @friendly
 def demo() -> None:
-    """Replay the demo episodes into tenant `demo` and compare SGAM with a naive text memory."""
+    """Wipe tenant `demo`, replay the demo episodes into it and compare SGAM with a naive text memory."""
     from . import demo as demo_module
 
+    console.print(f"Tenant {demo_module.TENANT!r} is wiped and replayed (anything else stored in it is deleted).",
+                  highlight=False)
     with MemoryGraph.connect() as graph:
         demo_module.run(graph, console)
         uri = graph.store.uri
