@@ -246,7 +246,10 @@ def test_a_refused_delta_leaves_nothing_but_its_refusal(env, graph: MemoryGraph,
     mentions = graph.store.read("MATCH (:Episode {tenant_id: $t})-[:MENTIONS]->(e) RETURN e.id AS id", {"t": tenant})
     assert mentions == [{"id": "mira"}]
     [episode] = graph.store.read("MATCH (e:Episode {tenant_id: $t}) RETURN e.visible_to AS v", {"t": tenant})
-    assert episode["v"] is None  # the refused private delta did not restrict its episode
+    # The episode stated a private value (kim's date of birth): though refused, its text holds the
+    # value, so it is restricted to the value's readers as the refusal record is (README,
+    # "Private attributes and readers").
+    assert episode["v"] == ["user:kim", "agent:kyc"]
     # The same through write_many: the refused subject is not left behind.
     result = graph.write_many([MemoryDelta(tenant_id=tenant, subject="lea", attribute="home_city", value="Rome",
                                            valid_from=utc(9000, 1, 1), source_episode_id="e1")])
