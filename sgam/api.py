@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
-from sgam.graph.errors import InvalidDelta, validation_problems
+from sgam.graph.errors import (
+    ForgottenSubject, InvalidDelta, UnknownSubject, UnknownTenant, validation_problems,
+)
 from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.forget import ForgetReport
 from sgam.graph.retention import PurgeReport
@@ -61,6 +63,21 @@ Instant = datetime | date | str
 # schema turns "which subject holds this memory_id" into one unique-index seek per type.
 SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.tenant_id = $tenant "
               "RETURN s.id AS subject")
+
+# Asked only when a read's answer is empty (a read that finds rows has shown its tenant and
+# subject exist, so it pays nothing): does the tenant hold anything, and which of the named
+# subjects are not stored, with when each was forgotten (null: never stored). Every match is an
+# index seek (the tenant indexes, the entity key, the tombstone key).
+KNOWN = """
+RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episode {tenant_id: $tenant}) }
+       OR EXISTS { MATCH (:Tombstone {tenant_id: $tenant}) } OR EXISTS { MATCH (:Quarantine {tenant_id: $tenant}) }
+       AS tenant,
+       [s IN $subjects WHERE NOT EXISTS { MATCH (:Entity {tenant_id: $tenant, id: s}) } |
+        {subject: s, forgotten_at: COLLECT { MATCH (t:Tombstone {tenant_id: $tenant, subject: s})
+                                             RETURN t.forgotten_at }[0]}] AS missing
+"""
+# Named queries whose empty answer is the expected one for a subject that is gone.
+ABSENCE_QUERIES = frozenset({"residue"})
 
 
 @dataclass(frozen=True)
@@ -162,15 +179,55 @@ class _Queries:
         return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute,
                 "principal": self._principal(principal)}
 
-    @classmethod
-    def _bound(cls, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The query's text and checked parameters (the reader's principal validated)."""
+    def _bound(self, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The query's text and checked parameters (the reader's principal validated, attribute
+        and relation names known to the schema: a typo is an error, not an empty answer)."""
         query = get_query(name)
         if "principal" in params:
-            params = {**params, "principal": cls._principal(params["principal"])}
+            params = {**params, "principal": self._principal(params["principal"])}
         if isinstance(params.get("tenant"), str):
-            cls._tenant(params["tenant"])
-        return query.text, query.bind(params)
+            self._tenant(params["tenant"])
+        bound = query.bind(params)
+        for attribute in ([bound["attribute"]] if bound.get("attribute") is not None else []) \
+                + list(bound.get("relations") or []):
+            self.schema.readable_attribute(attribute)
+        return query.text, bound
+
+    @staticmethod
+    def _known(name: str, bound: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """The statement that says whether an empty answer of query ``name`` came from an unknown
+        tenant or subject (None when the query's empty answer needs no such check)."""
+        if name in ABSENCE_QUERIES or not isinstance(bound.get("tenant"), str):
+            return None
+        subject = bound.get("subject")
+        subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
+        return KNOWN, {"tenant": bound["tenant"], "subjects": subjects}
+
+    @staticmethod
+    def _require_known(tenant: str, records: list[dict[str, Any]]) -> None:
+        """Raise :class:`UnknownTenant`, :class:`ForgottenSubject` or :class:`UnknownSubject`
+        from the :data:`KNOWN` answer; return when the tenant and the subjects exist."""
+        [row] = records
+        if not row["tenant"]:
+            raise UnknownTenant(f"tenant {tenant!r} holds nothing (no entities, episodes or tombstones): "
+                                "check the tenant id")
+        for missing in row["missing"]:
+            if missing["forgotten_at"] is not None:
+                raise ForgottenSubject(
+                    f"subject {missing['subject']!r} of tenant {tenant!r} was forgotten on "
+                    f"{native(missing['forgotten_at']):%Y-%m-%d %H:%M} UTC: nothing about it is kept")
+            raise UnknownSubject(f"tenant {tenant!r} has no subject {missing['subject']!r}: nothing was "
+                                 "ever stored about it (check the subject id)")
+
+    def _context_known(self, tenant: str, subjects: str | Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+        """:data:`KNOWN` for a context whose answer is empty (its tenant and the subjects given)."""
+        named = [subjects] if isinstance(subjects, str) else list(subjects or [])
+        return KNOWN, {"tenant": self._tenant(tenant), "subjects": [s for s in named if isinstance(s, str)]}
+
+    def _context_attributes(self, options: dict[str, Any]) -> None:
+        attributes = options.get("attributes")
+        for attribute in [attributes] if isinstance(attributes, str) else list(attributes or []):
+            self.schema.readable_attribute(attribute)
 
     @staticmethod
     def _statuses(include_candidates: bool) -> dict[str, Any]:
@@ -294,7 +351,7 @@ class MemoryGraph(_Queries):
         settings = settings or Settings()
         uri, auth = _connection(uri, auth, settings)
         store = Store.connect(uri, auth, schema or default_schema(),
-                              database or settings.neo4j_database, clock)
+                              database or settings.neo4j_database, clock, settings.neo4j_retry_seconds)
         store.max_future = timedelta(days=settings.max_future_days)
         if bootstrap:
             try:
@@ -462,8 +519,19 @@ class MemoryGraph(_Queries):
         """Run a named query from ``queries/`` in READ mode.
 
         Queries that return fact values take ``principal``, the reader (see :meth:`current`).
+        An unknown ``attribute`` (or relation) raises :class:`~sgam.graph.errors.UnknownAttribute`
+        listing the known ones. An empty answer is checked once more: a tenant that holds nothing
+        raises :class:`~sgam.graph.errors.UnknownTenant`, a subject never stored
+        :class:`~sgam.graph.errors.UnknownSubject`, an erased one
+        :class:`~sgam.graph.errors.ForgottenSubject`; a stored subject with no fact that matches
+        gives ``[]``.
         """
-        return self.store.read(*self._bound(name, params))
+        text, bound = self._bound(name, params)
+        records = self.store.read(text, bound)
+        known = None if records else self._known(name, bound)
+        if known is not None:
+            self._require_known(bound["tenant"], self.store.read(*known))
+        return records
 
     def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                 principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
@@ -538,9 +606,13 @@ class MemoryGraph(_Queries):
         ``attributes``, ``expand``, ``embedder``, ``question_vector``, ``k``. ``as_of`` is the
         deprecated old name of ``valid_at``."""
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        return run_steps(self.store, context_steps(
+        self._context_attributes(options)
+        result = run_steps(self.store, context_steps(
             tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
+        if result.empty:   # nothing found: say so if the tenant or a subject given is unknown
+            self._require_known(tenant, self.store.read(*self._context_known(tenant, subjects)))
+        return result
 
     def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
               on_progress: Any = None) -> EmbedReport:
@@ -587,12 +659,14 @@ class AsyncMemoryGraph(_Queries):
         schema = schema or default_schema()
         if bootstrap:
             # DDL runs once, synchronously, before the async driver takes over.
-            sync = Store.connect(uri, auth, schema, database or settings.neo4j_database, clock)
+            sync = Store.connect(uri, auth, schema, database or settings.neo4j_database, clock,
+                                 settings.neo4j_retry_seconds)
             try:
                 sync.bootstrap()
             finally:
                 sync.close()
-        store = await AsyncStore.connect(uri, auth, schema, database or settings.neo4j_database, clock)
+        store = await AsyncStore.connect(uri, auth, schema, database or settings.neo4j_database, clock,
+                                         settings.neo4j_retry_seconds)
         store.max_future = timedelta(days=settings.max_future_days)
         return cls(store)
 
@@ -663,7 +737,13 @@ class AsyncMemoryGraph(_Queries):
         return await self.store.import_history(deltas, chunk_size, on_progress, on_unfinished)
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        return await self.store.read(*self._bound(name, params))
+        """See :meth:`MemoryGraph.query`."""
+        text, bound = self._bound(name, params)
+        records = await self.store.read(text, bound)
+        known = None if records else self._known(name, bound)
+        if known is not None:
+            self._require_known(bound["tenant"], await self.store.read(*known))
+        return records
 
     async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                       principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
@@ -707,9 +787,13 @@ class AsyncMemoryGraph(_Queries):
                       valid_at: Instant | None = None, budget_tokens: int = 800,
                       principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        return await arun_steps(self.store, context_steps(
+        self._context_attributes(options)
+        result = await arun_steps(self.store, context_steps(
             tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
+        if result.empty:
+            self._require_known(tenant, await self.store.read(*self._context_known(tenant, subjects)))
+        return result
 
     async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
                     on_progress: Any = None) -> EmbedReport:
