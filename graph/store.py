@@ -240,6 +240,14 @@ class Store(_Base):
         ) as session:
             return session.execute_read(lambda tx: _drive(tx, _single(Statement(query, params))))
 
+    def read_steps(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+        """Drive a statement generator in one READ transaction (a follow-up read costs no new
+        transaction); re-run whole on a transient error."""
+        with translated(self.uri), self.driver.session(
+            database=self.database, default_access_mode=neo4j.READ_ACCESS
+        ) as session:
+            return session.execute_read(lambda tx: _drive(tx, make_steps()))  # type: ignore[arg-type]
+
     def run_write(self, query: str, params: dict[str, Any]) -> Records:
         """Run one statement in a write transaction and return its records as dicts."""
         return self._write(lambda: _single(Statement(query, params)))
@@ -512,6 +520,13 @@ class AsyncStore(_Base):
                 return await session.execute_read(
                     lambda tx: _adrive(tx, _single(Statement(query, params)))
                 )
+
+    async def read_steps(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+        with translated(self.uri):
+            async with self.driver.session(
+                database=self.database, default_access_mode=neo4j.READ_ACCESS
+            ) as session:
+                return await session.execute_read(lambda tx: _adrive(tx, make_steps()))  # type: ignore[arg-type]
 
     async def run_write(self, query: str, params: dict[str, Any]) -> Records:
         return await self._write(lambda: _single(Statement(query, params)))

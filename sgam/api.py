@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -30,7 +30,7 @@ from sgam.graph.models import (
 )
 from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
 from sgam.graph.store import AsyncStore, Clock, Retries, Store
-from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
+from sgam.graph.writes import BatchResult, DeltaResult, Records, Statement, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
 from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
@@ -193,15 +193,23 @@ class _Queries:
             self.schema.readable_attribute(attribute)
         return query.text, bound
 
-    @staticmethod
-    def _known(name: str, bound: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-        """The statement that says whether an empty answer of query ``name`` came from an unknown
-        tenant or subject (None when the query's empty answer needs no such check)."""
-        if name in ABSENCE_QUERIES or not isinstance(bound.get("tenant"), str):
-            return None
+    def _checked(self, name: str, params: dict[str, Any]) -> Callable[[], Generator[Statement, Records, Records]]:
+        """The steps of a named read (parameters checked now): the query, then, only when its
+        answer is empty, :data:`KNOWN` in the same transaction, so that an unknown tenant or
+        subject raises instead of answering ``[]`` (not for :data:`ABSENCE_QUERIES`)."""
+        text, bound = self._bound(name, params)
         subject = bound.get("subject")
         subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
-        return KNOWN, {"tenant": bound["tenant"], "subjects": subjects}
+        check = name not in ABSENCE_QUERIES and isinstance(bound.get("tenant"), str)
+
+        def steps() -> Generator[Statement, Records, Records]:
+            records = yield Statement(text, bound)
+            if not records and check:
+                self._require_known(bound["tenant"], (yield Statement(KNOWN, {"tenant": bound["tenant"],
+                                                                           "subjects": subjects})))
+            return records
+
+        return steps
 
     @staticmethod
     def _require_known(tenant: str, records: list[dict[str, Any]]) -> None:
@@ -526,12 +534,7 @@ class MemoryGraph(_Queries):
         :class:`~sgam.graph.errors.ForgottenSubject`; a stored subject with no fact that matches
         gives ``[]``.
         """
-        text, bound = self._bound(name, params)
-        records = self.store.read(text, bound)
-        known = None if records else self._known(name, bound)
-        if known is not None:
-            self._require_known(bound["tenant"], self.store.read(*known))
-        return records
+        return self.store.read_steps(self._checked(name, params))
 
     def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                 principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
@@ -738,12 +741,7 @@ class AsyncMemoryGraph(_Queries):
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """See :meth:`MemoryGraph.query`."""
-        text, bound = self._bound(name, params)
-        records = await self.store.read(text, bound)
-        known = None if records else self._known(name, bound)
-        if known is not None:
-            self._require_known(bound["tenant"], await self.store.read(*known))
-        return records
+        return await self.store.read_steps(self._checked(name, params))
 
     async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                       principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
