@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .countries import iso_country
-from .errors import InvalidDelta, SchemaViolation, UnknownAttribute, validation_problems
+from .errors import InvalidDelta, SchemaViolation, validation_problems
 from .models import SUBJECT_READER, Cardinality, check_principal, require_aware
 
 ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
@@ -299,24 +299,21 @@ class Schema(_Spec):
     # -- lookups ---------------------------------------------------------------------------
 
     def attribute(self, name: str) -> AttributeSpec:
-        """The spec of ``name``, or an :class:`UnknownAttribute` listing the known attributes."""
+        """The spec of ``name``, or a :class:`SchemaViolation` listing the known attributes."""
         try:
             return self.attributes[name]
         except (KeyError, TypeError):
-            raise UnknownAttribute(
+            raise SchemaViolation(
                 f"unknown attribute {name!r}; schema {self.name!r} v{self.version} knows: "
                 f"{', '.join(sorted(self.attributes))}"
             ) from None
 
-    def readable_attribute(self, name: str) -> str:
-        """``name`` if a read may ask for it: an attribute of this version, or an old name that
+    def reads(self, name: object) -> bool:
+        """Whether a read may ask for ``name``: an attribute of this version, or an old name that
         one of its migrations renamed or split (it answers from the new names during the dual-read
-        window, and nothing after); otherwise the :class:`UnknownAttribute` of :meth:`attribute`."""
-        if any(name == step.attribute for m in self.migrations for step in m.steps
-               if step.kind in ("rename", "split")):
-            return name
-        self.attribute(name)
-        return name
+        window, and nothing after)."""
+        return isinstance(name, str) and name in self.attributes or any(
+            name == step.attribute for m in self.migrations for step in m.steps if step.kind in ("rename", "split"))
 
     def rel_type(self, name: str) -> str:
         """The Neo4j relationship type that stores facts of attribute ``name``."""

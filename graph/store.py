@@ -121,11 +121,25 @@ def translated(uri: str) -> Iterator[None]:
         raise StoreUnavailable(f"Neo4j driver error talking to {uri}: {exc}") from exc
 
 
+@contextlib.contextmanager
+def _sendable() -> Iterator[None]:
+    """The driver refuses, while packing a statement's parameters, a text with a lone surrogate
+    (UnicodeEncodeError), an integer beyond 64 bits (OverflowError) or a type it has no Bolt value
+    for (ValueError, TypeError): a caller's bad value, said as such."""
+    try:
+        yield
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidDelta(f"a value cannot be sent to Neo4j ({exc}): texts must be valid Unicode (no lone "
+                           "surrogates), integers must fit in 64 bits, values must be text, numbers, "
+                           "booleans, times or lists of them") from None
+
+
 def _drive(tx: Any, steps: WriteSteps) -> Any:
     try:
         statement = next(steps)
         while True:
-            records = [dict(record) for record in tx.run(statement.query, statement.params)]
+            with _sendable():
+                records = [dict(record) for record in tx.run(statement.query, statement.params)]
             statement = steps.send(records)
     except StopIteration as stop:
         return stop.value
@@ -135,8 +149,9 @@ async def _adrive(tx: Any, steps: WriteSteps) -> Any:
     try:
         statement = next(steps)
         while True:
-            result = await tx.run(statement.query, statement.params)
-            records = [dict(record) async for record in result]
+            with _sendable():
+                result = await tx.run(statement.query, statement.params)
+                records = [dict(record) async for record in result]
             statement = steps.send(records)
     except StopIteration as stop:
         return stop.value

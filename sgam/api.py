@@ -20,7 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
 from sgam.graph.errors import (
-    ForgottenSubject, InvalidDelta, UnknownSubject, UnknownTenant, validation_problems,
+    ForgottenSubject, InvalidDelta, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
+    validation_problems,
 )
 from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.forget import ForgetReport
@@ -54,6 +55,7 @@ DEFAULT_BATCH = 2000
 # shared between them: on the 2-core reference machine two lanes deadlocked now and then (each
 # retry waits a second or more) and wrote 1M-fact windows ~30% slower than one lane.
 DEFAULT_WORKERS = 1
+MAX_WORKERS = 64
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
 Instant = datetime | date | str
@@ -78,6 +80,12 @@ RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episo
 """
 # Named queries whose empty answer is the expected one for a subject that is gone.
 ABSENCE_QUERIES = frozenset({"residue"})
+# Asked only for attribute names this graph's schema does not know: the names no schema migration
+# stored in the database ever renamed (a reader on an older version may ask for a newer name).
+UNALIASED = """
+RETURN [name IN $names WHERE NOT EXISTS { MATCH (m:SchemaMigration)
+        WHERE any(pair IN m.aliases WHERE pair STARTS WITH name + '>') }] AS unknown
+"""
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,10 @@ def _lanes(deltas: Sequence[MemoryDelta], size: int, atomic: bool, workers: int)
     A subject's deltas all go to one lane, in their original order, so every slot sees its deltas
     in order; lanes touch disjoint subjects. Each chunk keeps the deltas' original indices.
     """
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise InvalidDelta(f"batch_size must be a whole number of at least 1, not {size!r:.40}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+        raise InvalidDelta(f"workers must be a whole number from 1 to {MAX_WORKERS}, not {workers!r:.40}")
     if atomic:
         return [[(list(range(len(deltas))), list(deltas))]]
     lanes: list[list[tuple[int, MemoryDelta]]] = [[] for _ in range(max(1, workers))]
@@ -180,18 +192,28 @@ class _Queries:
                 "principal": self._principal(principal)}
 
     def _bound(self, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The query's text and checked parameters (the reader's principal validated, attribute
-        and relation names known to the schema: a typo is an error, not an empty answer)."""
+        """The query's text and checked parameters (the reader's principal validated)."""
         query = get_query(name)
         if "principal" in params:
             params = {**params, "principal": self._principal(params["principal"])}
         if isinstance(params.get("tenant"), str):
             self._tenant(params["tenant"])
-        bound = query.bind(params)
-        for attribute in ([bound["attribute"]] if bound.get("attribute") is not None else []) \
-                + list(bound.get("relations") or []):
-            self.schema.readable_attribute(attribute)
-        return query.text, bound
+        return query.text, query.bind(params)
+
+    def _unread(self, names: Any) -> list[str]:
+        """The attribute names among ``names`` (one, a list, or None) that this graph's schema
+        does not read; they are then looked up in the stored migrations (:data:`UNALIASED`)."""
+        given = [names] if isinstance(names, str) else list(names or [])
+        return [name for name in given if not self.schema.reads(name)]
+
+    def _require_attributes(self, records: Records) -> None:
+        """Raise :class:`UnknownAttribute` with the write path's message (the known names) for
+        the first name the :data:`UNALIASED` answer still finds unknown."""
+        for name in records[0]["unknown"]:
+            try:
+                self.schema.attribute(name)
+            except SchemaViolation as exc:
+                raise UnknownAttribute(str(exc)) from None
 
     def _checked(self, name: str, params: dict[str, Any]) -> Callable[[], Generator[Statement, Records, Records]]:
         """The steps of a named read (parameters checked now): the query, then, only when its
@@ -201,8 +223,11 @@ class _Queries:
         subject = bound.get("subject")
         subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
         check = name not in ABSENCE_QUERIES and isinstance(bound.get("tenant"), str)
+        unread = self._unread(bound.get("attribute")) + self._unread(bound.get("relations"))
 
         def steps() -> Generator[Statement, Records, Records]:
+            if unread:
+                self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
             records = yield Statement(text, bound)
             if not records and check:
                 self._require_known(bound["tenant"], (yield Statement(KNOWN, {"tenant": bound["tenant"],
@@ -232,10 +257,6 @@ class _Queries:
         named = [subjects] if isinstance(subjects, str) else list(subjects or [])
         return KNOWN, {"tenant": self._tenant(tenant), "subjects": [s for s in named if isinstance(s, str)]}
 
-    def _context_attributes(self, options: dict[str, Any]) -> None:
-        attributes = options.get("attributes")
-        for attribute in [attributes] if isinstance(attributes, str) else list(attributes or []):
-            self.schema.readable_attribute(attribute)
 
     @staticmethod
     def _statuses(include_candidates: bool) -> dict[str, Any]:
@@ -263,7 +284,7 @@ class _Queries:
     def _traverse(self, tenant: str, subject: str, relations: Sequence[str],
                   valid_at: Instant | None, known_at: Instant | None,
                   principal: str | None) -> dict[str, Any]:
-        return {"tenant": self._tenant(tenant), "subject": subject, "relations": list(relations),
+        return {"tenant": self._tenant(tenant), "subject": subject, "relations": names_arg(relations, "relations"),
                 "principal": self._principal(principal),
                 "valid_at": instant_arg(self.clock() if valid_at is None else valid_at, "valid_at"),
                 "known_at": optional_instant(known_at, "known_at")}
@@ -311,6 +332,77 @@ def instant_arg(value: Instant, name: str) -> datetime:
         return parse_instant(value, name)
     except ValueError as exc:
         raise InvalidDelta(str(exc)) from None
+
+
+def names_arg(value: Any, name: str) -> list[str]:
+    """A list of ids or names from a list, tuple or one string; :class:`InvalidDelta` otherwise."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise InvalidDelta(f"{name} must be a list of strings (or one string), not {value!r:.80}")
+
+
+def items_arg(value: Any, kind: type[T], name: str) -> list[T]:
+    """``value``'s items as a list when it is an iterable of ``kind``; :class:`InvalidDelta` otherwise."""
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise InvalidDelta(f"{name} must be an iterable of {kind.__name__}, not {value!r:.80}")
+    items = list(value)
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise InvalidDelta(f"{name}[{index}] must be a {kind.__name__}, not {item!r:.80}")
+    return items
+
+
+class _CheckedDeltas(Sequence[MemoryDelta]):
+    """A view of an import's ``Sequence`` that checks each delta as it is read (the import reads
+    it by index, twice, and must never copy a lazy one)."""
+
+    def __init__(self, deltas: Sequence[Any]) -> None:
+        self.deltas = deltas
+
+    def __len__(self) -> int:
+        return len(self.deltas)
+
+    def __getitem__(self, index: Any) -> Any:
+        item = self.deltas[index]
+        if isinstance(index, int) and not isinstance(item, MemoryDelta):
+            raise InvalidDelta(f"deltas[{index}] must be a MemoryDelta, not {item!r:.80}")
+        return item
+
+
+def import_deltas(deltas: Any) -> Sequence[MemoryDelta]:
+    """An import's deltas: a ``Sequence`` as it is (checked on access), any other iterable listed."""
+    if isinstance(deltas, Sequence) and not isinstance(deltas, (str, bytes)):
+        return _CheckedDeltas(deltas)
+    return items_arg(deltas, MemoryDelta, "deltas")
+
+
+def extractors_arg(value: Any) -> list[Extractor]:
+    """Extractors given by a caller: each with a ``name`` and an ``extract`` method."""
+    items = items_arg(value, object, "extractors")
+    for index, item in enumerate(items):
+        if not callable(getattr(item, "extract", None)) or not isinstance(getattr(item, "name", None), str):
+            raise InvalidDelta(f"extractors[{index}] must be an extractor (a name and an extract method), "
+                               f"not {item!r:.80}")
+    return items  # type: ignore[return-value]
+
+
+def model_arg(value: Any, kind: type[T], fields: dict[str, Any]) -> T:
+    """The ``kind`` given positionally, or one built from keyword ``fields``; :class:`InvalidDelta`
+    for anything else."""
+    if value is None:
+        return episode_from_fields(fields) if kind is Episode else _build(kind, fields)  # type: ignore[return-value]
+    if not isinstance(value, kind):
+        raise InvalidDelta(f"expected a {kind.__name__} (or its fields as keywords), not {value!r:.80}")
+    return value
+
+
+def callback_arg(value: Any, name: str) -> Any:
+    """``value`` if it is None or callable; :class:`InvalidDelta` otherwise."""
+    if value is not None and not callable(value):
+        raise InvalidDelta(f"{name} must be a function (or None), not {value!r:.80}")
+    return value
 
 
 def optional_instant(value: Instant | None, name: str) -> datetime | None:
@@ -407,7 +499,7 @@ class MemoryGraph(_Queries):
         """Remove facts whose retention class expired (TTL since last confirmation), with what the
         class says goes with them (orphaned value nodes, uncited episodes); records a PurgeRun."""
         at = instant_arg(now, "now") if now is not None else self.clock()
-        return self.store.purge(self._tenant(tenant), at, on_progress)
+        return self.store.purge(self._tenant(tenant), at, callback_arg(on_progress, "on_progress"))
 
     def apply_schema(self, schema: Schema | str | Path, *, dry_run: bool = False, batch_size: int = 1000,
                      on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:
@@ -430,13 +522,13 @@ class MemoryGraph(_Queries):
         again and comes back with the existing episode's id (``graph.episodes``). ``speaker`` may
         stand for ``actor``; without an ``id``, one is derived from the content hash.
         """
-        episode = episode or episode_from_fields(fields)
+        episode = model_arg(episode, Episode, fields)
         [recorded] = self.store.record([episode])
         return episode if recorded.stored_id == episode.id else episode.model_copy(
             update={"id": recorded.stored_id})
 
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
-        return self.store.record_episodes(episodes)
+        return self.store.record_episodes(items_arg(episodes, Episode, "episodes"))
 
     def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                extractors: Sequence[Extractor] | None = None, remember: bool = False,
@@ -448,8 +540,8 @@ class MemoryGraph(_Queries):
         (``report.queued``). ``extractors`` default to the event mapping; candidates that fail
         validation go to the quarantine (``report.quarantined``).
         """
-        episode = episode or episode_from_fields(fields)
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        episode = model_arg(episode, Episode, fields)
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         return submit(self, episode, chosen, deltas=deltas, remember=remember)
 
     def quarantine(self, tenant: str, *, status: str | None = "open") -> list[QuarantineEntry]:
@@ -458,7 +550,7 @@ class MemoryGraph(_Queries):
 
     def replay_quarantine(self, tenant: str, extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
         """Re-validate open quarantine entries against the current schema; write those that pass."""
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         return replay_quarantine(self, self._tenant(tenant), chosen)
 
     def import_graphiti(self, mapping: GraphitiMapping | str | Path, tenant: str, *,
@@ -466,12 +558,17 @@ class MemoryGraph(_Queries):
         """Import the Graphiti graph in this database (its ``RELATES_TO`` facts and ``Episodic``
         episodes, optionally of ``group_ids`` only) into ``tenant`` through a mapping file or
         :class:`~sgam.ingest.graphiti_import.GraphitiMapping`; idempotent (see that module)."""
-        rules = mapping if isinstance(mapping, GraphitiMapping) else GraphitiMapping.from_file(mapping)
+        if not isinstance(mapping, (GraphitiMapping, str, Path)):
+            raise InvalidDelta(f"mapping must be a GraphitiMapping or a file path, not {mapping!r:.80}")
+        try:
+            rules = mapping if isinstance(mapping, GraphitiMapping) else GraphitiMapping.from_file(mapping)
+        except (OSError, ValueError) as exc:   # a path the system cannot open (NUL, lone surrogate)
+            raise InvalidDelta(f"mapping {mapping!r:.80} cannot be read: {exc}") from None
         return import_graphiti(self, rules, self._tenant(tenant), group_ids=group_ids, dry_run=dry_run)
 
     def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """Validate, reconcile and persist one delta; raises the error if it is rejected."""
-        result = self.store.write([delta or _build(MemoryDelta, fields)], atomic=True).results[0]
+        result = self.store.write([model_arg(delta, MemoryDelta, fields)], atomic=True).results[0]
         return result
 
     def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
@@ -484,13 +581,13 @@ class MemoryGraph(_Queries):
         machine; lanes that share relation targets or episodes can deadlock, and Neo4j's
         deadlock is retried by the driver after a pause).
         """
-        lanes = _lanes(list(deltas), batch_size, atomic, workers)
+        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
 
         def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
             return [(indices, self.store.write(chunk, atomic)) for indices, chunk in lane]
 
-        if len(lanes) == 1:
-            return _merge(run(lanes[0]))
+        if len(lanes) <= 1:
+            return _merge(run(lanes[0]) if lanes else [])
         with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
             return _merge(done for lane in pool.map(run, lanes) for done in lane)
 
@@ -517,9 +614,8 @@ class MemoryGraph(_Queries):
         result holds one outcome per delta (``results[i].outcome``, ``count``, ``written``), not
         the new rows' ids: at millions of deltas those would outweigh the import itself.
         """
-        if not isinstance(deltas, Sequence):
-            deltas = list(deltas)
-        return self.store.import_history(deltas, chunk_size, on_progress, on_unfinished)
+        return self.store.import_history(import_deltas(deltas), chunk_size, callback_arg(on_progress, "on_progress"),
+                                         on_unfinished)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -609,9 +705,11 @@ class MemoryGraph(_Queries):
         ``attributes``, ``expand``, ``embedder``, ``question_vector``, ``k``. ``as_of`` is the
         deprecated old name of ``valid_at``."""
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        self._context_attributes(options)
+        unread = self._unread(options.get("attributes"))
+        if unread:
+            self._require_attributes(self.store.read(UNALIASED, {"names": unread}))
         result = run_steps(self.store, context_steps(
-            tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
+            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"), valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
         if result.empty:   # nothing found: say so if the tenant or a subject given is unknown
             self._require_known(tenant, self.store.read(*self._context_known(tenant, subjects)))
@@ -622,7 +720,7 @@ class MemoryGraph(_Queries):
         """Backfill the embeddings of ``tenant``'s episodes, entities and fact statements
         (needs ``sgam[embeddings]``); ``on_progress(kind, done, total)`` after each batch."""
         return run_steps(self.store, backfill_steps(self._tenant(tenant), require_embedder(embedder),
-                                                    batch_size, on_progress))
+                                                    batch_size, callback_arg(on_progress, "on_progress")))
 
     def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                  valid_at: Instant | None = None, known_at: Instant | None = None,
@@ -688,21 +786,21 @@ class AsyncMemoryGraph(_Queries):
         await self.close()
 
     async def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
-        episode = episode or episode_from_fields(fields)
+        episode = model_arg(episode, Episode, fields)
         [recorded] = await self.store.record([episode])
         return episode if recorded.stored_id == episode.id else episode.model_copy(
             update={"id": recorded.stored_id})
 
     async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
-        return await self.store.record_episodes(episodes)
+        return await self.store.record_episodes(items_arg(episodes, Episode, "episodes"))
 
     async def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                      extractors: Sequence[Extractor] | None = None, remember: bool = False,
                      **fields: Any) -> IngestReport:
         """:meth:`MemoryGraph.ingest` on asyncio: the same pipeline, with extractors (which may call a
         model and block) in a thread and every Cypher statement on this graph's async driver."""
-        episode = episode or episode_from_fields(fields)
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        episode = model_arg(episode, Episode, fields)
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         deltas = list(deltas)
         return await self._in_thread(lambda graph: submit(graph, episode, chosen, deltas=deltas,
                                                           remember=remember))
@@ -714,30 +812,29 @@ class AsyncMemoryGraph(_Queries):
     async def replay_quarantine(self, tenant: str,
                                 extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
         tenant = self._tenant(tenant)
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         return await self._in_thread(lambda graph: replay_quarantine(graph, tenant, chosen))
 
     async def _in_thread(self, work: Callable[[_Blocking], R]) -> R:
         return await asyncio.to_thread(work, _Blocking(self, asyncio.get_running_loop()))
 
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
-        return (await self.store.write([delta or _build(MemoryDelta, fields)], atomic=True)).results[0]
+        return (await self.store.write([model_arg(delta, MemoryDelta, fields)], atomic=True)).results[0]
 
     async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                          batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
         async def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
             return [(indices, await self.store.write(chunk, atomic)) for indices, chunk in lane]
 
-        lanes = _lanes(list(deltas), batch_size, atomic, workers)
+        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
         done = await asyncio.gather(*(run(lane) for lane in lanes))
         return _merge(item for lane in done for item in lane)
 
     async def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                              on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """See :meth:`MemoryGraph.import_history`."""
-        if not isinstance(deltas, Sequence):
-            deltas = list(deltas)
-        return await self.store.import_history(deltas, chunk_size, on_progress, on_unfinished)
+        return await self.store.import_history(import_deltas(deltas), chunk_size,
+                                               callback_arg(on_progress, "on_progress"), on_unfinished)
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """See :meth:`MemoryGraph.query`."""
@@ -785,9 +882,11 @@ class AsyncMemoryGraph(_Queries):
                       valid_at: Instant | None = None, budget_tokens: int = 800,
                       principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        self._context_attributes(options)
+        unread = self._unread(options.get("attributes"))
+        if unread:
+            self._require_attributes(await self.store.read(UNALIASED, {"names": unread}))
         result = await arun_steps(self.store, context_steps(
-            tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
+            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"), valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
         if result.empty:
             self._require_known(tenant, await self.store.read(*self._context_known(tenant, subjects)))
@@ -796,7 +895,7 @@ class AsyncMemoryGraph(_Queries):
     async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
                     on_progress: Any = None) -> EmbedReport:
         return await arun_steps(self.store, backfill_steps(
-            self._tenant(tenant), require_embedder(embedder), batch_size, on_progress))
+            self._tenant(tenant), require_embedder(embedder), batch_size, callback_arg(on_progress, "on_progress")))
 
     async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                        valid_at: Instant | None = None, known_at: Instant | None = None,
