@@ -7,6 +7,7 @@ agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import warnings
 import zlib
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -51,6 +52,8 @@ from sgam.queries.loader import get_query
 from .settings import Settings
 
 DEFAULT_BATCH = 2000
+# context_steps parameters that context() sets itself (the rest are its **options)
+CONTEXT_ARGUMENTS = {"tenant", "question", "subjects", "valid_at", "budget_tokens", "now", "schema", "principal"}
 # One lane by default. Lanes split a stream by subject, but relation targets and episodes are
 # shared between them: on the 2-core reference machine two lanes deadlocked now and then (each
 # retry waits a second or more) and wrote 1M-fact windows ~30% slower than one lane.
@@ -398,6 +401,16 @@ def model_arg(value: Any, kind: type[T], fields: dict[str, Any]) -> T:
     return value
 
 
+def context_options(options: dict[str, Any]) -> list[str]:
+    """Check ``context(**options)`` against :func:`context_steps`'s options; the attribute names given."""
+    known = sorted(inspect.signature(context_steps).parameters.keys() - CONTEXT_ARGUMENTS)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise InvalidDelta(f"context() has no option {', '.join(unknown)}; it takes {', '.join(known)}")
+    attributes = options.get("attributes")
+    return [] if attributes is None else names_arg(attributes, "attributes")
+
+
 def callback_arg(value: Any, name: str) -> Any:
     """``value`` if it is None or callable; :class:`InvalidDelta` otherwise."""
     if value is not None and not callable(value):
@@ -705,7 +718,7 @@ class MemoryGraph(_Queries):
         ``attributes``, ``expand``, ``embedder``, ``question_vector``, ``k``. ``as_of`` is the
         deprecated old name of ``valid_at``."""
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        unread = self._unread(options.get("attributes"))
+        unread = self._unread(context_options(options))
         if unread:
             self._require_attributes(self.store.read(UNALIASED, {"names": unread}))
         result = run_steps(self.store, context_steps(
@@ -882,7 +895,7 @@ class AsyncMemoryGraph(_Queries):
                       valid_at: Instant | None = None, budget_tokens: int = 800,
                       principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        unread = self._unread(options.get("attributes"))
+        unread = self._unread(context_options(options))
         if unread:
             self._require_attributes(await self.store.read(UNALIASED, {"names": unread}))
         result = await arun_steps(self.store, context_steps(

@@ -85,6 +85,9 @@ def friendly(func: F) -> F:
         except SgamError as exc:
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(exit_code(exc)) from None
+        except (OSError, UnicodeDecodeError) as exc:   # a file named on the command line
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper  # type: ignore[return-value]
 
