@@ -2,7 +2,7 @@
 
     SgamError                    root: catch this to catch everything SGAM raises
     ├── SchemaViolation          a write or read names something the schema does not allow
-    │   └── UnknownAttribute     an attribute name the schema does not know (the message lists the known ones)
+    │   └── UnknownAttribute     a read names an attribute the schema does not know (lists the known ones)
     ├── InvalidDelta             a proposed write is malformed (types, times, missing fields)
     ├── Conflict                 a write contradicts the stored state in a way SGAM will not guess
     ├── NotFound                 an episode, fact, query or entity that was asked for does not exist
@@ -42,8 +42,8 @@ class SchemaViolation(SgamError):
 
 
 class UnknownAttribute(SchemaViolation):
-    """An attribute name the schema does not know, in a write or a read; the message lists the
-    known names."""
+    """A read names an attribute the schema (and no stored migration) knows; the message lists the
+    known names, as the write path's :class:`SchemaViolation` for the same typo does."""
 
 
 class InvalidDelta(SgamError):
