@@ -15,6 +15,11 @@ from .errors import (
     SchemaViolation,
     SgamError,
     StoreUnavailable,
+    ForgottenSubject,
+    InvalidSetting,
+    UnknownAttribute,
+    UnknownSubject,
+    UnknownTenant,
 )
 from .models import Cardinality, Entity, Episode, EpisodeKind, Fact, MemoryDelta, Op, Status
 from .reconcile import WritePlan, reconcile
@@ -42,6 +47,11 @@ __all__ = [
     "SgamError",
     "Status",
     "StoreUnavailable",
+    "ForgottenSubject",
+    "InvalidSetting",
+    "UnknownAttribute",
+    "UnknownSubject",
+    "UnknownTenant",
     "WritePlan",
     "default_schema",
     "quote_identifier",

@@ -330,11 +330,18 @@ class Schema(_Spec):
         """The spec of ``name``, or a :class:`SchemaViolation` listing the known attributes."""
         try:
             return self.attributes[name]
-        except KeyError:
+        except (KeyError, TypeError):
             raise SchemaViolation(
                 f"unknown attribute {name!r}; schema {self.name!r} v{self.version} knows: "
                 f"{', '.join(sorted(self.attributes))}"
             ) from None
+
+    def reads(self, name: object) -> bool:
+        """Whether a read may ask for ``name``: an attribute of this version, or an old name that
+        one of its migrations renamed or split (it answers from the new names during the dual-read
+        window, and nothing after)."""
+        return isinstance(name, str) and name in self.attributes or any(
+            name == step.attribute for m in self.migrations for step in m.steps if step.kind in ("rename", "split"))
 
     def rel_type(self, name: str) -> str:
         """The Neo4j relationship type that stores facts of attribute ``name``."""

@@ -38,7 +38,7 @@ from .evolution import (
     plan_migration,
     values_statement,
 )
-from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, StoreUnavailable
+from .errors import Conflict, InvalidDelta, InvalidSetting, SchemaViolation, SgamError, StoreUnavailable
 from .deletion import (
     COUNT_TENANT,
     DeletionReport,
@@ -81,6 +81,30 @@ Clock = Callable[[], datetime]
 T = TypeVar("T")
 
 INDEX_TIMEOUT_S = 300
+# How long a transaction that keeps failing for a transient reason (the server went away, a
+# deadlock) is retried before the error is raised (Settings.neo4j_retry_seconds); the driver's own
+# default is 30 s. The last pause may run past it (pauses double from 1 s), so the wait is at most
+# about twice this. It is also the time allowed to open a connection.
+DEFAULT_RETRY_SECONDS = 15.0
+BOLT_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+
+
+def check_bolt_uri(uri: object, setting: str = "uri") -> str:
+    """``uri`` if its scheme is one the driver speaks, else :class:`InvalidSetting` naming
+    ``setting`` and the fix (the Browser's http address is the usual paste)."""
+    scheme, sep, rest = uri.partition("://") if isinstance(uri, str) else ("", "", "")
+    if sep and scheme.lower() in BOLT_SCHEMES:
+        return uri  # type: ignore[return-value]
+    host = rest.split("/")[0].rsplit(":", 1)[0] if sep and rest else "127.0.0.1"
+    hint = (" (that is the HTTP address of Neo4j Browser)" if scheme.lower() in ("http", "https") else "")
+    raise InvalidSetting(
+        f"{setting} {uri!r} is not a Bolt address{hint}: use bolt://{host}:7687 (or your server's Bolt "
+        f"port); the scheme must be one of {', '.join(BOLT_SCHEMES)}")
+
+
+def _driver_options(retry_seconds: float) -> dict[str, Any]:
+    return {"notifications_min_severity": "OFF", "max_transaction_retry_time": retry_seconds,
+            "connection_timeout": max(retry_seconds, 1.0)}
 
 # Label by label, so each scan uses the tenant's index; batched so a big tenant cannot exhaust memory.
 # Facts first (relationship by relationship), then the nodes: DETACH DELETE of 2,000 hot subjects
@@ -125,11 +149,25 @@ def translated(uri: str) -> Iterator[None]:
         raise StoreUnavailable(f"Neo4j driver error talking to {uri}: {exc}") from exc
 
 
+@contextlib.contextmanager
+def _sendable() -> Iterator[None]:
+    """The driver refuses, while packing a statement's parameters, a text with a lone surrogate
+    (UnicodeEncodeError), an integer beyond 64 bits (OverflowError) or a type it has no Bolt value
+    for (ValueError, TypeError): a caller's bad value, said as such."""
+    try:
+        yield
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidDelta(f"a value cannot be sent to Neo4j ({exc}): texts must be valid Unicode (no lone "
+                           "surrogates), integers must fit in 64 bits, values must be text, numbers, "
+                           "booleans, times or lists of them") from None
+
+
 def _drive(tx: Any, steps: WriteSteps) -> Any:
     try:
         statement = next(steps)
         while True:
-            records = [dict(record) for record in tx.run(statement.query, statement.params)]
+            with _sendable():
+                records = [dict(record) for record in tx.run(statement.query, statement.params)]
             statement = steps.send(records)
     except StopIteration as stop:
         return stop.value
@@ -139,8 +177,9 @@ async def _adrive(tx: Any, steps: WriteSteps) -> Any:
     try:
         statement = next(steps)
         while True:
-            result = await tx.run(statement.query, statement.params)
-            records = [dict(record) async for record in result]
+            with _sendable():
+                result = await tx.run(statement.query, statement.params)
+                records = [dict(record) async for record in result]
             statement = steps.send(records)
     except StopIteration as stop:
         return stop.value
@@ -212,9 +251,11 @@ class Store(_Base):
 
     @classmethod
     def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
-                database: str = "neo4j", clock: Clock = utcnow) -> Store:
+                database: str = "neo4j", clock: Clock = utcnow,
+                retry_seconds: float = DEFAULT_RETRY_SECONDS) -> Store:
+        check_bolt_uri(uri)
         with translated(uri):
-            driver = neo4j.GraphDatabase.driver(uri, auth=auth, notifications_min_severity="OFF")
+            driver = neo4j.GraphDatabase.driver(uri, auth=auth, **_driver_options(retry_seconds))
             try:
                 driver.verify_connectivity()
             except Exception:
@@ -531,9 +572,11 @@ class AsyncStore(_Base):
 
     @classmethod
     async def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
-                      database: str = "neo4j", clock: Clock = utcnow) -> AsyncStore:
+                      database: str = "neo4j", clock: Clock = utcnow,
+                      retry_seconds: float = DEFAULT_RETRY_SECONDS) -> AsyncStore:
+        check_bolt_uri(uri)
         with translated(uri):
-            driver = neo4j.AsyncGraphDatabase.driver(uri, auth=auth, notifications_min_severity="OFF")
+            driver = neo4j.AsyncGraphDatabase.driver(uri, auth=auth, **_driver_options(retry_seconds))
             try:
                 await driver.verify_connectivity()
             except Exception:

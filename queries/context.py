@@ -514,8 +514,10 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
         raise InvalidDelta("question must be a non-empty string")
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 1:
         raise InvalidDelta(f"budget_tokens must be a positive whole number, got {budget_tokens!r}")
-    if k < 1:
-        raise InvalidDelta(f"k must be at least 1, got {k}")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise InvalidDelta(f"k must be a whole number of at least 1, got {k!r:.40}")
+    if not isinstance(min_score, (int, float)) or isinstance(min_score, bool) or not 0 <= min_score <= 1:
+        raise InvalidDelta(f"min_score must be a number from 0 to 1, got {min_score!r:.40}")
     subject_list = [subjects] if isinstance(subjects, str) else list(subjects or [])
     wanted = [attributes] if isinstance(attributes, str) else list(attributes or [])
     notes: list[str] = []

@@ -148,6 +148,9 @@ def default_embedder(model: str | None = None) -> SentenceTransformerEmbedder:
 def require_embedder(embedder: Embedder | None) -> Embedder:
     """``embedder``, or the default one; :class:`EmbeddingsUnavailable` when it cannot work here."""
     if embedder is not None:
+        if not callable(getattr(embedder, "embed", None)) or not isinstance(getattr(embedder, "dimensions", None), int):
+            raise EmbeddingsUnavailable(f"embedder {embedder!r:.80} is not an embedder: it needs an embed(texts) "
+                                        "method and a whole number of dimensions")
         return embedder
     if not embeddings_installed():
         raise EmbeddingsUnavailable(f"expansion needs the embeddings extra: {INSTALL_HINT}")
@@ -261,8 +264,8 @@ def backfill_steps(tenant: str, embedder: Embedder, batch_size: int = 64,
     writes in a write transaction) and sends the records back, so the sync and the async graph
     share this code. ``on_progress(kind, done, total)`` is called after each batch.
     """
-    if batch_size < 1:
-        raise SgamError(f"batch_size must be at least 1, got {batch_size}")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise SgamError(f"batch_size must be a whole number of at least 1, got {batch_size!r:.40}")
     check_dimensions(embedder)
     model = embedder.model_name
     [counts] = yield ("read", Statement(COUNT_PENDING, {"tenant": tenant, "model": model}))

@@ -219,5 +219,5 @@ def get_query(name: str) -> NamedQuery:
     queries = load_queries()
     try:
         return queries[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise NotFound(f"no query named {name!r}; known queries: {', '.join(sorted(queries))}") from None

@@ -27,6 +27,11 @@ from sgam.graph import (
     SchemaViolation,
     SgamError,
     StoreUnavailable,
+    ForgottenSubject,
+    InvalidSetting,
+    UnknownAttribute,
+    UnknownSubject,
+    UnknownTenant,
     default_schema,
 )
 
@@ -56,6 +61,11 @@ __all__ = [
     "Settings",
     "SgamError",
     "StoreUnavailable",
+    "ForgottenSubject",
+    "InvalidSetting",
+    "UnknownAttribute",
+    "UnknownSubject",
+    "UnknownTenant",
     "TraversalPath",
     "__version__",
     "default_schema",

@@ -7,9 +7,10 @@ agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -19,7 +20,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
-from sgam.graph.errors import InvalidDelta, validation_problems
+from sgam.graph.errors import (
+    ForgottenSubject, InvalidDelta, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
+    validation_problems,
+)
 from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.deletion import DeletionReport, deletion_steps, episode_steps, missing_memory, slot_steps
 from sgam.graph.forget import ForgetReport
@@ -31,7 +35,7 @@ from sgam.graph.models import (
 from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
 from sgam.graph.store import AsyncStore, Clock, Retries, Store
 from sgam.graph.subject_access import export_steps
-from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native
+from sgam.graph.writes import BatchResult, DeltaResult, Records, Statement, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
 from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
@@ -51,10 +55,13 @@ from sgam.queries.loader import get_query
 from .settings import Settings
 
 DEFAULT_BATCH = 2000
+# context_steps parameters that context() sets itself (the rest are its **options)
+CONTEXT_ARGUMENTS = {"tenant", "question", "subjects", "valid_at", "budget_tokens", "now", "schema", "principal"}
 # One lane by default. Lanes split a stream by subject, but relation targets and episodes are
 # shared between them: on the 2-core reference machine two lanes deadlocked now and then (each
 # retry waits a second or more) and wrote 1M-fact windows ~30% slower than one lane.
 DEFAULT_WORKERS = 1
+MAX_WORKERS = 64
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
 Instant = datetime | date | str
@@ -64,6 +71,27 @@ Instant = datetime | date | str
 # schema turns "which subject holds this memory_id" into one unique-index seek per type.
 SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.tenant_id = $tenant "
               "RETURN s.id AS subject")
+
+# Asked only when a read's answer is empty (a read that finds rows has shown its tenant and
+# subject exist, so it pays nothing): does the tenant hold anything, and which of the named
+# subjects are not stored, with when each was forgotten (null: never stored). Every match is an
+# index seek (the tenant indexes, the entity key, the tombstone key).
+KNOWN = """
+RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episode {tenant_id: $tenant}) }
+       OR EXISTS { MATCH (:Tombstone {tenant_id: $tenant}) } OR EXISTS { MATCH (:Quarantine {tenant_id: $tenant}) }
+       AS tenant,
+       [s IN $subjects WHERE NOT EXISTS { MATCH (:Entity {tenant_id: $tenant, id: s}) } |
+        {subject: s, forgotten_at: COLLECT { MATCH (t:Tombstone {tenant_id: $tenant, subject: s})
+                                             RETURN t.forgotten_at }[0]}] AS missing
+"""
+# Named queries whose empty answer is the expected one for a subject that is gone.
+ABSENCE_QUERIES = frozenset({"residue"})
+# Asked only for attribute names this graph's schema does not know: the names no schema migration
+# stored in the database ever renamed (a reader on an older version may ask for a newer name).
+UNALIASED = """
+RETURN [name IN $names WHERE NOT EXISTS { MATCH (m:SchemaMigration)
+        WHERE any(pair IN m.aliases WHERE pair STARTS WITH name + '>') }] AS unknown
+"""
 
 
 @dataclass(frozen=True)
@@ -119,6 +147,10 @@ def _lanes(deltas: Sequence[MemoryDelta], size: int, atomic: bool, workers: int)
     A subject's deltas all go to one lane, in their original order, so every slot sees its deltas
     in order; lanes touch disjoint subjects. Each chunk keeps the deltas' original indices.
     """
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise InvalidDelta(f"batch_size must be a whole number of at least 1, not {size!r:.40}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+        raise InvalidDelta(f"workers must be a whole number from 1 to {MAX_WORKERS}, not {workers!r:.40}")
     if atomic:
         return [[(list(range(len(deltas))), list(deltas))]]
     lanes: list[list[tuple[int, MemoryDelta]]] = [[] for _ in range(max(1, workers))]
@@ -165,15 +197,72 @@ class _Queries:
         return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute,
                 "principal": self._principal(principal)}
 
-    @classmethod
-    def _bound(cls, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _bound(self, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The query's text and checked parameters (the reader's principal validated)."""
         query = get_query(name)
         if "principal" in params:
-            params = {**params, "principal": cls._principal(params["principal"])}
+            params = {**params, "principal": self._principal(params["principal"])}
         if isinstance(params.get("tenant"), str):
-            cls._tenant(params["tenant"])
+            self._tenant(params["tenant"])
         return query.text, query.bind(params)
+
+    def _unread(self, names: Any) -> list[str]:
+        """The attribute names among ``names`` (one, a list, or None) that this graph's schema
+        does not read; they are then looked up in the stored migrations (:data:`UNALIASED`)."""
+        given = [names] if isinstance(names, str) else list(names or [])
+        return [name for name in given if not self.schema.reads(name)]
+
+    def _require_attributes(self, records: Records) -> None:
+        """Raise :class:`UnknownAttribute` with the write path's message (the known names) for
+        the first name the :data:`UNALIASED` answer still finds unknown."""
+        for name in records[0]["unknown"]:
+            try:
+                self.schema.attribute(name)
+            except SchemaViolation as exc:
+                raise UnknownAttribute(str(exc)) from None
+
+    def _checked(self, name: str, params: dict[str, Any]) -> Callable[[], Generator[Statement, Records, Records]]:
+        """The steps of a named read (parameters checked now): the query, then, only when its
+        answer is empty, :data:`KNOWN` in the same transaction, so that an unknown tenant or
+        subject raises instead of answering ``[]`` (not for :data:`ABSENCE_QUERIES`)."""
+        text, bound = self._bound(name, params)
+        subject = bound.get("subject")
+        subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
+        check = name not in ABSENCE_QUERIES and isinstance(bound.get("tenant"), str)
+        unread = self._unread(bound.get("attribute")) + self._unread(bound.get("relations"))
+
+        def steps() -> Generator[Statement, Records, Records]:
+            if unread:
+                self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
+            records = yield Statement(text, bound)
+            if not records and check:
+                self._require_known(bound["tenant"], (yield Statement(KNOWN, {"tenant": bound["tenant"],
+                                                                           "subjects": subjects})))
+            return records
+
+        return steps
+
+    @staticmethod
+    def _require_known(tenant: str, records: list[dict[str, Any]]) -> None:
+        """Raise :class:`UnknownTenant`, :class:`ForgottenSubject` or :class:`UnknownSubject`
+        from the :data:`KNOWN` answer; return when the tenant and the subjects exist."""
+        [row] = records
+        if not row["tenant"]:
+            raise UnknownTenant(f"tenant {tenant!r} holds nothing (no entities, episodes or tombstones): "
+                                "check the tenant id")
+        for missing in row["missing"]:
+            if missing["forgotten_at"] is not None:
+                raise ForgottenSubject(
+                    f"subject {missing['subject']!r} of tenant {tenant!r} was forgotten on "
+                    f"{native(missing['forgotten_at']):%Y-%m-%d %H:%M} UTC: nothing about it is kept")
+            raise UnknownSubject(f"tenant {tenant!r} has no subject {missing['subject']!r}: nothing was "
+                                 "ever stored about it (check the subject id)")
+
+    def _context_known(self, tenant: str, subjects: str | Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+        """:data:`KNOWN` for a context whose answer is empty (its tenant and the subjects given)."""
+        named = [subjects] if isinstance(subjects, str) else list(subjects or [])
+        return KNOWN, {"tenant": self._tenant(tenant), "subjects": [s for s in named if isinstance(s, str)]}
+
 
     @staticmethod
     def _statuses(include_candidates: bool) -> dict[str, Any]:
@@ -201,7 +290,7 @@ class _Queries:
     def _traverse(self, tenant: str, subject: str, relations: Sequence[str],
                   valid_at: Instant | None, known_at: Instant | None,
                   principal: str | None) -> dict[str, Any]:
-        return {"tenant": self._tenant(tenant), "subject": subject, "relations": list(relations),
+        return {"tenant": self._tenant(tenant), "subject": subject, "relations": names_arg(relations, "relations"),
                 "principal": self._principal(principal),
                 "valid_at": instant_arg(self.clock() if valid_at is None else valid_at, "valid_at"),
                 "known_at": optional_instant(known_at, "known_at")}
@@ -307,6 +396,87 @@ def instant_arg(value: Instant, name: str) -> datetime:
         raise InvalidDelta(str(exc)) from None
 
 
+def names_arg(value: Any, name: str) -> list[str]:
+    """A list of ids or names from a list, tuple or one string; :class:`InvalidDelta` otherwise."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise InvalidDelta(f"{name} must be a list of strings (or one string), not {value!r:.80}")
+
+
+def items_arg(value: Any, kind: type[T], name: str) -> list[T]:
+    """``value``'s items as a list when it is an iterable of ``kind``; :class:`InvalidDelta` otherwise."""
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise InvalidDelta(f"{name} must be an iterable of {kind.__name__}, not {value!r:.80}")
+    items = list(value)
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise InvalidDelta(f"{name}[{index}] must be a {kind.__name__}, not {item!r:.80}")
+    return items
+
+
+class _CheckedDeltas(Sequence[MemoryDelta]):
+    """A view of an import's ``Sequence`` that checks each delta as it is read (the import reads
+    it by index, twice, and must never copy a lazy one)."""
+
+    def __init__(self, deltas: Sequence[Any]) -> None:
+        self.deltas = deltas
+
+    def __len__(self) -> int:
+        return len(self.deltas)
+
+    def __getitem__(self, index: Any) -> Any:
+        item = self.deltas[index]
+        if isinstance(index, int) and not isinstance(item, MemoryDelta):
+            raise InvalidDelta(f"deltas[{index}] must be a MemoryDelta, not {item!r:.80}")
+        return item
+
+
+def import_deltas(deltas: Any) -> Sequence[MemoryDelta]:
+    """An import's deltas: a ``Sequence`` as it is (checked on access), any other iterable listed."""
+    if isinstance(deltas, Sequence) and not isinstance(deltas, (str, bytes)):
+        return _CheckedDeltas(deltas)
+    return items_arg(deltas, MemoryDelta, "deltas")
+
+
+def extractors_arg(value: Any) -> list[Extractor]:
+    """Extractors given by a caller: each with a ``name`` and an ``extract`` method."""
+    items = items_arg(value, object, "extractors")
+    for index, item in enumerate(items):
+        if not callable(getattr(item, "extract", None)) or not isinstance(getattr(item, "name", None), str):
+            raise InvalidDelta(f"extractors[{index}] must be an extractor (a name and an extract method), "
+                               f"not {item!r:.80}")
+    return items  # type: ignore[return-value]
+
+
+def model_arg(value: Any, kind: type[T], fields: dict[str, Any]) -> T:
+    """The ``kind`` given positionally, or one built from keyword ``fields``; :class:`InvalidDelta`
+    for anything else."""
+    if value is None:
+        return episode_from_fields(fields) if kind is Episode else _build(kind, fields)  # type: ignore[return-value]
+    if not isinstance(value, kind):
+        raise InvalidDelta(f"expected a {kind.__name__} (or its fields as keywords), not {value!r:.80}")
+    return value
+
+
+def context_options(options: dict[str, Any]) -> list[str]:
+    """Check ``context(**options)`` against :func:`context_steps`'s options; the attribute names given."""
+    known = sorted(inspect.signature(context_steps).parameters.keys() - CONTEXT_ARGUMENTS)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise InvalidDelta(f"context() has no option {', '.join(unknown)}; it takes {', '.join(known)}")
+    attributes = options.get("attributes")
+    return [] if attributes is None else names_arg(attributes, "attributes")
+
+
+def callback_arg(value: Any, name: str) -> Any:
+    """``value`` if it is None or callable; :class:`InvalidDelta` otherwise."""
+    if value is not None and not callable(value):
+        raise InvalidDelta(f"{name} must be a function (or None), not {value!r:.80}")
+    return value
+
+
 def optional_instant(value: Instant | None, name: str) -> datetime | None:
     return None if value is None else instant_arg(value, name)
 
@@ -353,7 +523,7 @@ class MemoryGraph(_Queries):
         settings = settings or Settings()
         uri, auth = _connection(uri, auth, settings)
         store = Store.connect(uri, auth, schema or default_schema(),
-                              database or settings.neo4j_database, clock)
+                              database or settings.neo4j_database, clock, settings.neo4j_retry_seconds)
         store.max_future = timedelta(days=settings.max_future_days)
         if bootstrap:
             try:
@@ -451,7 +621,7 @@ class MemoryGraph(_Queries):
         """Remove facts whose retention class expired (TTL since last confirmation), with what the
         class says goes with them (orphaned value nodes, uncited episodes); records a PurgeRun."""
         at = instant_arg(now, "now") if now is not None else self.clock()
-        return self.store.purge(self._tenant(tenant), at, on_progress)
+        return self.store.purge(self._tenant(tenant), at, callback_arg(on_progress, "on_progress"))
 
     def apply_schema(self, schema: Schema | str | Path, *, dry_run: bool = False, batch_size: int = 1000,
                      on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:
@@ -479,13 +649,13 @@ class MemoryGraph(_Queries):
         again and comes back with the existing episode's id (``graph.episodes``). ``speaker`` may
         stand for ``actor``; without an ``id``, one is derived from the content hash.
         """
-        episode = episode or episode_from_fields(fields)
+        episode = model_arg(episode, Episode, fields)
         [recorded] = self.store.record([episode])
         return episode if recorded.stored_id == episode.id else episode.model_copy(
             update={"id": recorded.stored_id})
 
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
-        return self.store.record_episodes(episodes)
+        return self.store.record_episodes(items_arg(episodes, Episode, "episodes"))
 
     def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                extractors: Sequence[Extractor] | None = None, remember: bool = False,
@@ -497,8 +667,8 @@ class MemoryGraph(_Queries):
         (``report.queued``). ``extractors`` default to the event mapping; candidates that fail
         validation go to the quarantine (``report.quarantined``).
         """
-        episode = episode or episode_from_fields(fields)
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        episode = model_arg(episode, Episode, fields)
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         return submit(self, episode, chosen, deltas=deltas, remember=remember)
 
     def quarantine(self, tenant: str, *, status: str | None = "open",
@@ -512,7 +682,7 @@ class MemoryGraph(_Queries):
 
     def replay_quarantine(self, tenant: str, extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
         """Re-validate open quarantine entries against the current schema; write those that pass."""
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         return replay_quarantine(self, self._tenant(tenant), chosen)
 
     def import_graphiti(self, mapping: GraphitiMapping | str | Path, tenant: str, *,
@@ -520,12 +690,17 @@ class MemoryGraph(_Queries):
         """Import the Graphiti graph in this database (its ``RELATES_TO`` facts and ``Episodic``
         episodes, optionally of ``group_ids`` only) into ``tenant`` through a mapping file or
         :class:`~sgam.ingest.graphiti_import.GraphitiMapping`; idempotent (see that module)."""
-        rules = mapping if isinstance(mapping, GraphitiMapping) else GraphitiMapping.from_file(mapping)
+        if not isinstance(mapping, (GraphitiMapping, str, Path)):
+            raise InvalidDelta(f"mapping must be a GraphitiMapping or a file path, not {mapping!r:.80}")
+        try:
+            rules = mapping if isinstance(mapping, GraphitiMapping) else GraphitiMapping.from_file(mapping)
+        except (OSError, ValueError) as exc:   # a path the system cannot open (NUL, lone surrogate)
+            raise InvalidDelta(f"mapping {mapping!r:.80} cannot be read: {exc}") from None
         return import_graphiti(self, rules, self._tenant(tenant), group_ids=group_ids, dry_run=dry_run)
 
     def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """Validate, reconcile and persist one delta; raises the error if it is rejected."""
-        result = self.store.write([delta or _build(MemoryDelta, fields)], atomic=True).results[0]
+        result = self.store.write([model_arg(delta, MemoryDelta, fields)], atomic=True).results[0]
         return result
 
     def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
@@ -538,13 +713,13 @@ class MemoryGraph(_Queries):
         machine; lanes that share relation targets or episodes can deadlock, and Neo4j's
         deadlock is retried by the driver after a pause).
         """
-        lanes = _lanes(list(deltas), batch_size, atomic, workers)
+        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
 
         def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
             return [(indices, self.store.write(chunk, atomic)) for indices, chunk in lane]
 
-        if len(lanes) == 1:
-            return _merge(run(lanes[0]))
+        if len(lanes) <= 1:
+            return _merge(run(lanes[0]) if lanes else [])
         with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
             return _merge(done for lane in pool.map(run, lanes) for done in lane)
 
@@ -571,9 +746,8 @@ class MemoryGraph(_Queries):
         result holds one outcome per delta (``results[i].outcome``, ``count``, ``written``), not
         the new rows' ids: at millions of deltas those would outweigh the import itself.
         """
-        if not isinstance(deltas, Sequence):
-            deltas = list(deltas)
-        return self.store.import_history(deltas, chunk_size, on_progress, on_unfinished)
+        return self.store.import_history(import_deltas(deltas), chunk_size, callback_arg(on_progress, "on_progress"),
+                                         on_unfinished)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -581,8 +755,14 @@ class MemoryGraph(_Queries):
         """Run a named query from ``queries/`` in READ mode.
 
         Queries that return fact values take ``principal``, the reader (see :meth:`current`).
+        An unknown ``attribute`` (or relation) raises :class:`~sgam.graph.errors.UnknownAttribute`
+        listing the known ones. An empty answer is checked once more: a tenant that holds nothing
+        raises :class:`~sgam.graph.errors.UnknownTenant`, a subject never stored
+        :class:`~sgam.graph.errors.UnknownSubject`, an erased one
+        :class:`~sgam.graph.errors.ForgottenSubject`; a stored subject with no fact that matches
+        gives ``[]``.
         """
-        return self.store.read(*self._bound(name, params))
+        return self.store.inspect(self._checked(name, params))
 
     def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                 principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
@@ -666,16 +846,22 @@ class MemoryGraph(_Queries):
         ``attributes``, ``expand``, ``embedder``, ``question_vector``, ``k``. ``as_of`` is the
         deprecated old name of ``valid_at``."""
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        return run_steps(self.store, context_steps(
-            tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
+        unread = self._unread(context_options(options))
+        if unread:
+            self._require_attributes(self.store.read(UNALIASED, {"names": unread}))
+        result = run_steps(self.store, context_steps(
+            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"), valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
+        if result.empty:   # nothing found: say so if the tenant or a subject given is unknown
+            self._require_known(tenant, self.store.read(*self._context_known(tenant, subjects)))
+        return result
 
     def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
               on_progress: Any = None) -> EmbedReport:
         """Backfill the embeddings of ``tenant``'s episodes, entities and fact statements
         (needs ``sgam[embeddings]``); ``on_progress(kind, done, total)`` after each batch."""
         return run_steps(self.store, backfill_steps(self._tenant(tenant), require_embedder(embedder),
-                                                    batch_size, on_progress))
+                                                    batch_size, callback_arg(on_progress, "on_progress")))
 
     def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                  valid_at: Instant | None = None, known_at: Instant | None = None,
@@ -715,12 +901,14 @@ class AsyncMemoryGraph(_Queries):
         schema = schema or default_schema()
         if bootstrap:
             # DDL runs once, synchronously, before the async driver takes over.
-            sync = Store.connect(uri, auth, schema, database or settings.neo4j_database, clock)
+            sync = Store.connect(uri, auth, schema, database or settings.neo4j_database, clock,
+                                 settings.neo4j_retry_seconds)
             try:
                 sync.bootstrap()
             finally:
                 sync.close()
-        store = await AsyncStore.connect(uri, auth, schema, database or settings.neo4j_database, clock)
+        store = await AsyncStore.connect(uri, auth, schema, database or settings.neo4j_database, clock,
+                                         settings.neo4j_retry_seconds)
         store.max_future = timedelta(days=settings.max_future_days)
         return cls(store)
 
@@ -739,21 +927,21 @@ class AsyncMemoryGraph(_Queries):
         await self.close()
 
     async def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
-        episode = episode or episode_from_fields(fields)
+        episode = model_arg(episode, Episode, fields)
         [recorded] = await self.store.record([episode])
         return episode if recorded.stored_id == episode.id else episode.model_copy(
             update={"id": recorded.stored_id})
 
     async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
-        return await self.store.record_episodes(episodes)
+        return await self.store.record_episodes(items_arg(episodes, Episode, "episodes"))
 
     async def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                      extractors: Sequence[Extractor] | None = None, remember: bool = False,
                      **fields: Any) -> IngestReport:
         """:meth:`MemoryGraph.ingest` on asyncio: the same pipeline, with extractors (which may call a
         model and block) in a thread and every Cypher statement on this graph's async driver."""
-        episode = episode or episode_from_fields(fields)
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        episode = model_arg(episode, Episode, fields)
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         deltas = list(deltas)
         return await self._in_thread(lambda graph: submit(graph, episode, chosen, deltas=deltas,
                                                           remember=remember))
@@ -767,33 +955,33 @@ class AsyncMemoryGraph(_Queries):
     async def replay_quarantine(self, tenant: str,
                                 extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
         tenant = self._tenant(tenant)
-        chosen = default_extractors(self.schema) if extractors is None else extractors
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         return await self._in_thread(lambda graph: replay_quarantine(graph, tenant, chosen))
 
     async def _in_thread(self, work: Callable[[_Blocking], R]) -> R:
         return await asyncio.to_thread(work, _Blocking(self, asyncio.get_running_loop()))
 
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
-        return (await self.store.write([delta or _build(MemoryDelta, fields)], atomic=True)).results[0]
+        return (await self.store.write([model_arg(delta, MemoryDelta, fields)], atomic=True)).results[0]
 
     async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                          batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
         async def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
             return [(indices, await self.store.write(chunk, atomic)) for indices, chunk in lane]
 
-        lanes = _lanes(list(deltas), batch_size, atomic, workers)
+        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
         done = await asyncio.gather(*(run(lane) for lane in lanes))
         return _merge(item for lane in done for item in lane)
 
     async def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                              on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """See :meth:`MemoryGraph.import_history`."""
-        if not isinstance(deltas, Sequence):
-            deltas = list(deltas)
-        return await self.store.import_history(deltas, chunk_size, on_progress, on_unfinished)
+        return await self.store.import_history(import_deltas(deltas), chunk_size,
+                                               callback_arg(on_progress, "on_progress"), on_unfinished)
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        return await self.store.read(*self._bound(name, params))
+        """See :meth:`MemoryGraph.query`."""
+        return await self.store.inspect(self._checked(name, params))
 
     async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                       principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
@@ -865,14 +1053,20 @@ class AsyncMemoryGraph(_Queries):
                       valid_at: Instant | None = None, budget_tokens: int = 800,
                       principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
-        return await arun_steps(self.store, context_steps(
-            tenant, question, subjects=subjects, valid_at=instant, budget_tokens=budget_tokens,
+        unread = self._unread(context_options(options))
+        if unread:
+            self._require_attributes(await self.store.read(UNALIASED, {"names": unread}))
+        result = await arun_steps(self.store, context_steps(
+            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"), valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
+        if result.empty:
+            self._require_known(tenant, await self.store.read(*self._context_known(tenant, subjects)))
+        return result
 
     async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
                     on_progress: Any = None) -> EmbedReport:
         return await arun_steps(self.store, backfill_steps(
-            self._tenant(tenant), require_embedder(embedder), batch_size, on_progress))
+            self._tenant(tenant), require_embedder(embedder), batch_size, callback_arg(on_progress, "on_progress")))
 
     async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
                        valid_at: Instant | None = None, known_at: Instant | None = None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import date, datetime
@@ -32,7 +33,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sgam.graph.errors import SgamError
+from sgam.graph.errors import (
+    ForgottenSubject, SgamError, StoreUnavailable, UnknownAttribute, UnknownSubject, UnknownTenant,
+)
 from sgam.graph.forget import ForgetReport
 from sgam.graph.store import Retries
 from sgam.graph.writes import native
@@ -55,16 +58,40 @@ err = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# Exit codes (README, "Errors"). 0: done; 1: an error (one line on stderr), or a check that found
+# something (doctor, schema diff); 2: a usage error, or some input lines or items were refused
+# (replay, ingest: the report names them); 3: `sgam neo4j status`: the server is not running.
+EXIT_ERROR = 1
+EXIT_UNKNOWN_NAME = 4   # a tenant, subject or attribute name that names nothing (or a forgotten subject)
+EXIT_UNAVAILABLE = 5    # Neo4j not reachable (or it refused the credentials), after the bounded retries
+UNKNOWN_NAMES = (UnknownTenant, UnknownSubject, ForgottenSubject, UnknownAttribute)
+
+
+def exit_code(exc: SgamError) -> int:
+    """The documented exit code of an SGAM error."""
+    if isinstance(exc, UNKNOWN_NAMES):
+        return EXIT_UNKNOWN_NAME
+    if isinstance(exc, StoreUnavailable):
+        return EXIT_UNAVAILABLE
+    return EXIT_ERROR
+
+
 def friendly(func: F) -> F:
-    """Print an SGAM error as one line and exit 1, instead of a traceback."""
+    """Print an SGAM error as one line on stderr and exit with its code, instead of a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # The driver logs each retry of a failing transaction as a multi-line warning; the command
+        # says the outcome in one line instead (the wait is bounded: SGAM_NEO4J_RETRY_SECONDS).
+        logging.getLogger("neo4j").setLevel(logging.ERROR)
         try:
             return func(*args, **kwargs)
         except SgamError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(1) from None
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(exit_code(exc)) from None
+        except (OSError, UnicodeDecodeError) as exc:   # a file named on the command line
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper  # type: ignore[return-value]
 

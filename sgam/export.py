@@ -38,7 +38,7 @@ import networkx as nx
 
 from sgam.graph.writes import native
 
-from .api import Instant, MemoryGraph, instant_arg, optional_instant, renamed
+from .api import Instant, MemoryGraph, instant_arg, names_arg, optional_instant, renamed
 
 Format = Literal["graphml", "json"]
 FORMATS: tuple[str, ...] = ("graphml", "json")
@@ -86,9 +86,7 @@ def to_networkx(graph: MemoryGraph, tenant: str, valid_at: Instant | None = None
     when = renamed(valid_at, as_of, "to_networkx")
     valid_at = graph.clock() if when is None else instant_arg(when, "valid_at")
     known_at = optional_instant(known_at, "known_at")
-    if isinstance(subjects, str):
-        subjects = [subjects]
-    seeds = None if subjects is None else list(subjects)
+    seeds = None if subjects is None else names_arg(subjects, "subjects")
     records = graph.query("subgraph", tenant=tenant, valid_at=valid_at, known_at=known_at,
                           subjects=seeds, hops=hops, principal=principal)
     result = nx.MultiDiGraph(tenant=tenant, as_of=native(valid_at),

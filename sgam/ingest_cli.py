@@ -235,7 +235,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
 
         with MemoryGraph.connect() as graph:
             n = graph.store.transact(lambda: requeue_failed_steps(tenant, graph.clock()))
-        console.print(f"requeued {n} failed episode(s) of tenant {tenant!r}", highlight=False)
+        console.print(f"requeued {n} failed episode(s) of tenant {tenant!r}", highlight=False, markup=False)
 
     @quarantine_app.command("list")
     @friendly

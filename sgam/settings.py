@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sgam.graph.errors import InvalidSetting
+from sgam.graph.store import DEFAULT_RETRY_SECONDS, check_bolt_uri
 
 
 def _default_home() -> Path:
@@ -25,6 +30,13 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SGAM_", extra="ignore")
 
+    def __init__(self, **values: Any) -> None:
+        # A bad environment variable is one line naming it, not a pydantic traceback.
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise InvalidSetting("; ".join(_problem(e) for e in exc.errors())) from None
+
     neo4j_uri: str | None = Field(
         default=None, validation_alias=AliasChoices("NEO4J_URI", "SGAM_NEO4J_URI")
     )
@@ -37,6 +49,19 @@ class Settings(BaseSettings):
     neo4j_database: str = Field(
         default="neo4j", validation_alias=AliasChoices("NEO4J_DATABASE", "SGAM_NEO4J_DATABASE")
     )
+    # How long a transaction failing for a transient reason (server gone, deadlock) is retried,
+    # and how long opening a connection may take (graph/store.py, DEFAULT_RETRY_SECONDS).
+    neo4j_retry_seconds: float = Field(default=DEFAULT_RETRY_SECONDS, ge=0, le=3600)
+
+    @field_validator("neo4j_uri")
+    @classmethod
+    def _bolt(cls, uri: str | None) -> str | None:
+        if uri is None:
+            return None
+        try:
+            return check_bolt_uri(uri, "NEO4J_URI")
+        except InvalidSetting as exc:
+            raise ValueError(str(exc)) from None
 
     # The locally provisioned server (`sgam neo4j up`).
     home: Path = Field(default_factory=_default_home)
@@ -59,3 +84,11 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_timeout: float = Field(default=30.0, gt=0)
     llm_max_retries: int = Field(default=3, ge=0)
+
+
+def _problem(error: Any) -> str:
+    """One pydantic error as ``VARIABLE: message`` (a field is named by its environment variable)."""
+    name = str(error["loc"][0]) if error["loc"] else "settings"
+    variable = name if name.isupper() else f"SGAM_{name.upper()}"
+    cause = error.get("ctx", {}).get("error")
+    return str(cause) if isinstance(cause, ValueError) else f"{variable}: {error['msg']} (got {error['input']!r})"

@@ -7,7 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from sgam import Conflict, InvalidDelta, MemoryDelta, MemoryGraph, SchemaViolation, StoreUnavailable
+from sgam import (
+    Conflict, InvalidDelta, MemoryDelta, MemoryGraph, SchemaViolation, StoreUnavailable, UnknownSubject,
+)
 from sgam.graph.schema import default_schema
 
 
@@ -79,7 +81,8 @@ def test_a_relation_to_an_entity_of_the_wrong_type_is_refused(seeded: MemoryGrap
         seeded.write(delta(tenant, subject="ada", attribute="holds", value="mira", subject_type="Customer"))
     assert all(word in str(caught.value) for word in ("target", "'mira'", "Person", "holds", "Account"))
     assert node_count(seeded, tenant) == before
-    assert seeded.history(tenant, "ada", principal="*") == []
+    with pytest.raises(UnknownSubject, match="no subject 'ada'"):   # nothing was stored for it
+        seeded.history(tenant, "ada", principal="*")
 
 
 def test_one_batch_cannot_give_a_new_entity_two_types(seeded: MemoryGraph, tenant: str) -> None:
@@ -106,7 +109,8 @@ def test_one_batch_cannot_give_a_new_entity_two_types(seeded: MemoryGraph, tenan
 def test_an_unknown_entity_type_names_the_known_ones(seeded: MemoryGraph, tenant: str) -> None:
     with pytest.raises(SchemaViolation, match="unknown entity type 'Spaceship'; known: Person, Customer"):
         seeded.write(delta(tenant, subject_type="Spaceship"))
-    assert seeded.history(tenant, "mira", principal="*") == []
+    with pytest.raises(UnknownSubject):
+        seeded.history(tenant, "mira", principal="*")
 
 
 @pytest.mark.parametrize(("raw", "stored"), [("Germany", "DE"), ("germany", "DE"), ("DEU", "DE"),
@@ -146,7 +150,8 @@ def test_write_many_reports_bad_ones_and_applies_good_ones(seeded: MemoryGraph, 
     assert [r.ok for r in result.results] == [True, False, False, True]
     assert [r.index for r in result.rejected] == [1, 2]
     assert [f.value for f in seeded.current(tenant, "ben", "home_city")] == ["Porto"]
-    assert seeded.current(tenant, "ana", "home_city") == []
+    with pytest.raises(UnknownSubject):
+        seeded.current(tenant, "ana", "home_city")
 
 
 def test_atomic_write_many_writes_none(seeded: MemoryGraph, tenant: str) -> None:
@@ -155,7 +160,8 @@ def test_atomic_write_many_writes_none(seeded: MemoryGraph, tenant: str) -> None
         seeded.write_many([delta(tenant), delta(tenant, subject="ana", source_episode_id="missing")],
                           atomic=True)
     assert node_count(seeded, tenant) == before
-    assert seeded.current(tenant, "mira", "home_city") == []
+    with pytest.raises(UnknownSubject):
+        seeded.current(tenant, "mira", "home_city")
 
 
 def test_episode_id_reuse_with_other_content_is_refused(seeded: MemoryGraph, tenant: str) -> None:

@@ -6,10 +6,11 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sgam import MemoryGraph
+from sgam import MemoryGraph, UnknownTenant
 from sgam.cli import app
 
 runner = CliRunner()
@@ -52,7 +53,8 @@ def test_atomic_replay_applies_nothing(env, graph: MemoryGraph, tenant: str, tmp
     result = runner.invoke(app, ["replay", str(jsonl(tenant, tmp_path / "r.jsonl", bad=True)), "--atomic"])
     assert result.exit_code == 1
     assert "line 3" in result.output and "nothing was written" in result.output
-    assert graph.history(tenant, "mira") == []
+    with pytest.raises(UnknownTenant):   # not even the episodes
+        graph.history(tenant, "mira")
 
 
 def test_query_commands(env, tenant: str, tmp_path: Path) -> None:

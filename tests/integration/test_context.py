@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sgam import AsyncMemoryGraph, MemoryGraph, SgamError
+from sgam import AsyncMemoryGraph, MemoryGraph, SgamError, UnknownTenant
 from sgam.cli import app
 from sgam.graph.schema import default_schema
 from sgam.queries.context import Context, ContextBudgetExceeded
@@ -203,12 +203,16 @@ def test_evidence_that_does_not_fit_is_reported(graph: MemoryGraph, tenant: str,
 
 
 @pytest.mark.parametrize("expand", [False, None])
-def test_empty_tenant_gives_an_empty_context(graph: MemoryGraph, tenant: str, expand: bool | None) -> None:
-    ctx = graph.context(tenant, QUESTION, subjects=["mira"], budget_tokens=5, expand=expand)
-    assert ctx.empty and ctx.text == "" and ctx.tokens == 0
-    assert ctx.facts == () and ctx.evidence == ()
-    ctx = graph.context(tenant, QUESTION, budget_tokens=300, expand=expand)
-    assert ctx.empty and ctx.subjects == ()
+def test_an_empty_tenant_is_named_not_answered(graph: MemoryGraph, tenant: str, expand: bool | None) -> None:
+    # a typo in the tenant must not look like "nothing stored about this question"
+    with pytest.raises(UnknownTenant, match=f"tenant {tenant!r} holds nothing"):
+        graph.context(tenant, QUESTION, subjects=["mira"], budget_tokens=5, expand=expand)
+    with pytest.raises(UnknownTenant):
+        graph.context(tenant, QUESTION, budget_tokens=300, expand=expand)
+    graph.record_episode(tenant_id=tenant, id="e0", content="Nothing about passports.",
+                         occurred_at=utc(2026, 1, 1))
+    ctx = graph.context(tenant, "What is the weather on Mars?", budget_tokens=300, expand=False)
+    assert ctx.empty and ctx.text == "" and ctx.tokens == 0 and ctx.subjects == ()
 
 
 def test_bad_arguments_are_clear_errors(graph: MemoryGraph, tenant: str) -> None:
@@ -389,4 +393,6 @@ def test_cli_context(env: None, graph: MemoryGraph, tenant: str, cleanup: list[s
     result = runner.invoke(app, ["context", "-t", tenant, QUESTION, "-s", "mira", "--budget", "10"])
     assert result.exit_code == 1 and "cannot hold the exact facts" in result.output
     result = runner.invoke(app, ["context", "-t", f"{tenant}-none", QUESTION, "--no-expand"])
+    assert result.exit_code == 4 and f"tenant '{tenant}-none' holds nothing" in result.stderr
+    result = runner.invoke(app, ["context", "-t", tenant, "What is the weather on Mars?", "--no-expand"])
     assert result.exit_code == 0 and "no stored memory" in result.stdout

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sgam import Conflict, MemoryDelta, MemoryGraph, NotFound
+from sgam import Conflict, ForgottenSubject, MemoryDelta, MemoryGraph, NotFound
 
 
 def utc(*parts: int) -> datetime:
@@ -47,7 +47,8 @@ def test_forget_leaves_zero_residue_and_keeps_others(seeded: MemoryGraph, tenant
     assert set(report.episodes_deleted) == {"e1", "e2"}
     assert report.episodes_redacted == ("both",)
     assert seeded.residue(tenant, "mira") == []
-    assert seeded.history(tenant, "mira") == []
+    with pytest.raises(ForgottenSubject, match="'mira'.*was forgotten"):
+        seeded.history(tenant, "mira")
     episodes = {r["id"]: r["content"] for r in seeded.store.read(
         "MATCH (e:Episode {tenant_id: $t}) RETURN e.id AS id, e.content AS content", {"t": tenant})}
     assert set(episodes) == {"crm", "both"} and "Mira" not in episodes["both"]
@@ -75,7 +76,7 @@ def test_an_old_episode_cannot_bring_the_subject_back(seeded: MemoryGraph, tenan
 def test_forgetting_a_target_removes_relation_facts_pointing_at_it(seeded: MemoryGraph, tenant: str) -> None:
     seeded.forget_subject(tenant, "acc-1")
     assert seeded.residue(tenant, "acc-1") == []
-    assert seeded.traverse(tenant, "ada", ["holds", "covered_by"]) == []
+    assert seeded.traverse(tenant, "ada", ["holds", "covered_by"]) == []   # ada is stored: an empty answer
     assert seeded.history(tenant, "ada", "holds") == []
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sgam import AsyncMemoryGraph, ExtractionError, MemoryGraph, StoreUnavailable
+from sgam import AsyncMemoryGraph, ExtractionError, MemoryGraph, StoreUnavailable, UnknownSubject
 from sgam.graph.models import Episode
 from sgam.ingest import episodes as ep
 from sgam.ingest import queue
@@ -75,7 +75,8 @@ def test_transcript_through_a_model_endpoint_to_current_and_as_of(graph: MemoryG
     assert [r.queued for r in reports] == [True] * 6
     assert [r.deferred for r in reports[:5]] == [None] * 5
     assert reports[5].deferred is not None and "TransientExtractionError" in reports[5].deferred
-    assert graph.current(tenant, "mira") == []  # nothing is written before the worker runs
+    with pytest.raises(UnknownSubject):  # nothing is written before the worker runs
+        graph.current(tenant, "mira")
 
     server.script += [
         completion(candidate("My passport deadline is July 15, 2026", "passport_deadline", "2026-07-15")),
@@ -177,7 +178,9 @@ def test_realtime_write_in_an_outage_is_queued_with_its_deltas(graph: MemoryGrap
     report = Outage(graph.store).ingest(said, deltas=[{"subject": "mira", "attribute": "home_city",
                                                        "value": "Porto"}])
     assert report.queued and report.deferred.startswith("StoreUnavailable: ")
-    assert report.written == 0 and graph.current(tenant, "mira") == []
+    assert report.written == 0
+    with pytest.raises(UnknownSubject):
+        graph.current(tenant, "mira")
     rows = graph.store.read("MATCH (e:Episode {tenant_id: $t}) RETURN e.status AS s, e.deltas AS d, "
                             "e.last_error AS err, e.content AS c", {"t": tenant})
     [row] = rows
@@ -309,7 +312,9 @@ def test_nothing_newer_overtakes_an_episode_waiting_for_a_retry(graph: MemoryGra
     worker = Worker(graph, [extractor], options)
     assert worker.run_once() == 4 and extractor.calls == ids[:1]  # the rest of the batch handed back
     assert worker.run_once() == 0  # the newer three wait for the first one's retry
-    assert statuses(graph, tenant) == {"pending": 4} and graph.history(tenant, "cust-1") == []
+    assert statuses(graph, tenant) == {"pending": 4}
+    with pytest.raises(UnknownSubject):
+        graph.history(tenant, "cust-1")
 
     # Two hours later the first one is due again, and the four are applied in order.
     store = copy.copy(graph.store)

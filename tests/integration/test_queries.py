@@ -21,7 +21,7 @@ import networkx as nx
 import pytest
 from typer.testing import CliRunner
 
-from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph
+from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, UnknownSubject, UnknownTenant
 from sgam.cli import app
 from sgam.export import node_link, to_networkx
 from sgam.graph.errors import InvalidDelta, SgamError
@@ -146,7 +146,8 @@ def test_changes_between_two_instants(graph: MemoryGraph, tenant: str, deadline)
     assert len(everything) == 5
     only_style = rows(graph, "changes", tenant, since=deadline["before"], until=end, attribute="response_style")
     assert [r["value"] for r in only_style] == ["concise"]
-    assert rows(graph, "changes", tenant, since=deadline["before"], until=end, subject="nobody") == []
+    with pytest.raises(UnknownSubject, match="no subject 'nobody'"):
+        rows(graph, "changes", tenant, since=deadline["before"], until=end, subject="nobody")
     # The window is half-open: [since, until).
     at = first[0]["at"]
     assert len(rows(graph, "changes", tenant, since=at, until=at + timedelta(microseconds=1))) == 1
@@ -222,7 +223,8 @@ def test_neighbourhood_k_hops_at_a_date(graph: MemoryGraph, tenant: str, crm) ->
     [bob] = [r for r in rows(graph, "neighbourhood", tenant, subject="ada", hops=2, valid_at=june,
                              known_at=None, relations=None) if r["entity"] == "bob"]
     assert bob["via"] == ["ada", "acc-1", "bob"] and bob["relations"] == ["holds", "holds"]
-    assert near("nobody", 2, june) == {}
+    with pytest.raises(UnknownSubject):
+        near("nobody", 2, june)
     with pytest.raises(InvalidDelta, match=r"'hops' must be int\[1\.\.4\]"):
         graph.query("neighbourhood", tenant=tenant, subject="ada", hops=5, valid_at=june)
 
@@ -268,7 +270,8 @@ def test_low_confidence_facts(graph: MemoryGraph, tenant: str) -> None:
     assert low(0.5) == [("home_city", 0.2), ("contact", 0.45)]
     assert low(0.6) == [("home_city", 0.2), ("contact", 0.45)]  # strictly below
     assert low(0.61) == [("home_city", 0.2), ("contact", 0.45), ("response_style", 0.6)]
-    assert low(0.5, "someone-else") == []
+    with pytest.raises(UnknownSubject):
+        low(0.5, "someone-else")
     # Corrected with confidence: the retired low-confidence row is no longer believed.
     write(graph, tenant, "e2", "mira", "home_city", "Porto", utc(2026, 1, 1), op="correct", confidence=0.9)
     assert low(0.5) == [("contact", 0.45)]
@@ -313,13 +316,22 @@ def _placeholder(param: loader.QueryParam) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(loader.load_queries()))
-def test_a_tenant_with_no_data_is_an_empty_answer(graph: MemoryGraph, tenant: str, name: str) -> None:
+def test_a_tenant_with_no_data_is_named_not_answered(graph: MemoryGraph, tenant: str, name: str) -> None:
     query = loader.load_queries()[name]
     params = {p.name: _placeholder(p) for p in query.params}
     params["tenant"] = tenant
-    answer = graph.query(name, **params)
-    # No rows; or, for queries that answer in one aggregated row (the kNN ones: hits plus how many
-    # index entries of all tenants were read), every list in it empty.
+    params.update({k: v for k, v in (("attribute", "home_city"), ("relations", ["holds"])) if k in params})
+    if name == "residue":   # its empty answer is its answer: nothing is left
+        assert graph.query(name, **params) == []
+        return
+    try:
+        answer = graph.query(name, **params)
+    except UnknownTenant as exc:   # a typo must not look like "no facts"
+        assert f"tenant {tenant!r} holds nothing" in str(exc)
+        return
+    # Queries that answer in one aggregated row (the kNN ones: hits plus how many index entries of
+    # all tenants were read) are never empty: every list in it is.
+    assert name.startswith("knn-"), answer
     for row in answer:
         lists = [value for value in row.values() if isinstance(value, list)]
         assert lists and not any(lists), answer
@@ -378,7 +390,7 @@ def test_cli_bad_input_is_explained(env, tenant: str) -> None:
     extra = runner.invoke(app, ["query", "stale", "-t", tenant, "-p", "days=3", "-p", "colour=red"])
     assert extra.exit_code == 1 and "no parameter colour" in extra.output
     empty = runner.invoke(app, ["query", "stale", "-t", tenant, "-p", "days=0", "--json"])
-    assert empty.exit_code == 0 and json.loads(empty.stdout) == []
+    assert empty.exit_code == 4 and f"tenant '{tenant}' holds nothing" in empty.stderr
 
 
 def test_cli_readme_is_the_committed_one() -> None:
@@ -436,8 +448,10 @@ def test_to_networkx_neighbourhood_of_subjects(graph: MemoryGraph, tenant: str) 
     assert nx.shortest_path(two, "cust-ada", "pol-plus") == ["cust-ada", "acc-1001", "pol-plus"]
     alone = graph.to_networkx(tenant, subjects=["cust-ada"], hops=0)
     assert set(alone.successors("cust-ada")) <= set(alone.nodes) and "acc-1001" not in alone
-    assert graph.to_networkx(tenant, subjects=["nobody"]).number_of_nodes() == 0
-    assert graph.to_networkx(tenant + "-empty").number_of_nodes() == 0
+    with pytest.raises(UnknownSubject):
+        graph.to_networkx(tenant, subjects=["nobody"])
+    with pytest.raises(UnknownTenant):
+        graph.to_networkx(tenant + "-empty")
     with pytest.raises(InvalidDelta, match="hops"):
         graph.to_networkx(tenant, subjects=["cust-ada"], hops=7)
     with pytest.raises(InvalidDelta, match="valid_at"):
@@ -528,7 +542,8 @@ def test_provenance_without_the_subject(graph: MemoryGraph, tenant: str, deadlin
     # the older form still checks the subject; an unknown id or another tenant finds nothing
     assert graph.provenance(tenant, "ada", now.memory_id) is None
     assert graph.provenance(tenant, "m-does-not-exist") is None
-    assert graph.provenance(tenant + "x", now.memory_id) is None
+    with pytest.raises(UnknownTenant):
+        graph.provenance(tenant + "x", now.memory_id)
     # a relation fact is found by its id alone too, and the named query scans without a subject
     [holds] = graph.current(tenant, "ada", "holds")
     found = graph.provenance(tenant, holds.memory_id)

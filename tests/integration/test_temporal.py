@@ -6,7 +6,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from sgam import MemoryDelta, MemoryGraph
+from sgam import MemoryDelta, MemoryGraph, UnknownAttribute, UnknownSubject, UnknownTenant
 from sgam.demo import naive_text_memory
 
 
@@ -186,8 +186,18 @@ def test_future_valid_from_within_tolerance_is_not_current_yet(graph: MemoryGrap
 
 @pytest.mark.parametrize("attribute", ["passport_deadline", "contact"])
 def test_empty_history_is_an_empty_answer(graph: MemoryGraph, tenant: str, attribute: str) -> None:
+    # a stored subject with no fact of the attribute: an empty answer; a name that names nothing
+    # (tenant, subject, attribute) is an error, so that a typo never looks like an answer
+    with pytest.raises(UnknownTenant, match=f"tenant {tenant!r} holds nothing"):
+        graph.current(tenant, "nobody", attribute)
+    episode(graph, tenant, "e1", utc(2026, 1, 1))
+    with pytest.raises(UnknownSubject, match="no subject 'nobody'"):
+        graph.history(tenant, "nobody", attribute)
+    write(graph, tenant, "e1", "Porto", utc(2026, 1, 1), attribute="home_city", subject="nobody")
     assert graph.current(tenant, "nobody", attribute) == []
     assert graph.history(tenant, "nobody", attribute) == []
+    with pytest.raises(UnknownAttribute, match="unknown attribute 'pasport_deadline'.*passport_deadline"):
+        graph.current(tenant, "nobody", "pasport_deadline")
 
 
 def believed(graph: MemoryGraph, tenant: str, attribute: str) -> list[tuple]:

@@ -12,6 +12,7 @@ EXPECTED = [
     "InvalidDelta", "MemoryDelta", "MemoryGraph", "NotAllowed", "NotFound", "Op", "Provenance", "ProvisioningError",
     "Schema", "SchemaViolation", "Settings", "SgamError", "StoreUnavailable", "TraversalPath",
     "__version__", "default_schema",
+    "ForgottenSubject", "InvalidSetting", "UnknownAttribute", "UnknownSubject", "UnknownTenant",
 ]
 
 
@@ -30,6 +31,9 @@ def test_every_package_exports_what_it_lists() -> None:
 
 def test_one_error_root() -> None:
     for name in ("Conflict", "InvalidDelta", "NotFound", "SchemaViolation", "StoreUnavailable",
-                 "ProvisioningError", "ExtractionError"):
+                 "ProvisioningError", "ExtractionError", "InvalidSetting"):
         assert issubclass(getattr(sgam, name), sgam.SgamError)
+    for name in ("UnknownTenant", "UnknownSubject", "ForgottenSubject"):
+        assert issubclass(getattr(sgam, name), sgam.NotFound)
+    assert issubclass(sgam.UnknownAttribute, sgam.SchemaViolation)
     assert sgam.StoreUnavailable.transient and not sgam.SchemaViolation.transient
