@@ -642,10 +642,17 @@ def embed(
 
 @app.command()
 @friendly
-def demo() -> None:
+def demo(project: bool = typer.Option(False, "--project", help="Project memory instead: replay a small "
+                                       "project history into tenant `demo-project` (schema project-memory)")) -> None:
     """Replay the demo episodes into tenant `demo` and compare SGAM with a naive text memory."""
     from . import demo as demo_module
 
+    if project:
+        from sgam.graph.schema import load_schema
+
+        with MemoryGraph.connect(schema=load_schema(demo_module.PROJECT_SCHEMA)) as graph:
+            demo_module.run_project(graph, console, demo_module.PROJECT_TENANT)
+        return
     with MemoryGraph.connect() as graph:
         demo_module.run(graph, console)
         uri = graph.store.uri
