@@ -660,6 +660,29 @@ def demo(project: bool = typer.Option(False, "--project", help="Project memory i
     console.print(demo_module.BROWSER_QUERY, highlight=False, markup=False, soft_wrap=True)
 
 
+@app.command()
+@friendly
+def stats(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to summarise"),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON"),
+) -> None:
+    """Summarise a tenant: entities, facts by status, candidates, quarantine, queue, last write (counts only)."""
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        [row] = graph.query("tenant-stats", tenant=tenant)
+    row = {k: _jsonable(v) for k, v in row.items()}
+    if as_json:
+        console.print_json(json.dumps(row))
+        return
+    both = lambda items, key: ", ".join(f"{r[key]} {r['status']}" for r in items) or "none"  # noqa: E731
+    console.print(f"tenant {tenant!r}\n"
+                  f"  entities         {row['entities']}\n"
+                  f"  facts            {both(row['facts'], 'facts')}\n"
+                  f"  candidates       {row['candidates']} pending\n"
+                  f"  quarantine       {row['quarantine_open']} open of {row['quarantine_total']}\n"
+                  f"  queue            {both(row['queue'], 'episodes')}\n"
+                  f"  last write       {row['last_write'] or 'never'}", highlight=False)
+
+
 bench_app = typer.Typer(invoke_without_command=True,
                         help="Benchmarks; without a subcommand: scale and replay at their default sizes.")
 app.add_typer(bench_app, name="bench")
