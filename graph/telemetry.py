@@ -35,10 +35,6 @@ except ImportError:  # the otel extra is not installed: nothing is traced or cou
 SCOPE = "sgam"
 
 if trace is not None:
-    # Until the process installs an SDK provider, the API's globals are these proxies: while both
-    # are, a span or a measurement would be thrown away, so none is even made (see ``_on``).
-    _NO_TRACES = trace.get_tracer_provider()
-    _NO_METRICS = metrics.get_meter_provider()
     # Proxies too: they start recording once the process installs a provider, whenever that is.
     _tracer = trace.get_tracer(SCOPE)
     _meter = metrics.get_meter(SCOPE)
@@ -67,9 +63,16 @@ _NOOP = _Noop()
 _OFF = contextlib.nullcontext(_NOOP)
 
 
+# Providers of the API package itself (its proxies and no-ops) throw every span and measurement
+# away; only one from an SDK, installed by the process at any time, records.
+_API_PROVIDERS = ("opentelemetry.trace", "opentelemetry.metrics")
+
+
 def _on() -> bool:
-    return trace is not None and (trace.get_tracer_provider() is not _NO_TRACES
-                                  or metrics.get_meter_provider() is not _NO_METRICS)
+    """Whether anything records: while not, the seam makes no span and no measurement at all."""
+    return trace is not None and not (
+        type(trace.get_tracer_provider()).__module__.startswith(_API_PROVIDERS)
+        and type(metrics.get_meter_provider()).__module__.startswith(_API_PROVIDERS))
 
 
 def _tenant_attributes(tenants: set[str]) -> dict[str, Any]:
