@@ -483,11 +483,12 @@ def _as_datetime(spec: AttributeSpec, attribute: str, raw: Any) -> datetime:
         raise InvalidDelta(str(exc)) from None
 
 
-SHIPPED = ("default", "personal-assistant", "customer-support", "customer-support-v3")
+SHIPPED = ("default", "personal-assistant", "customer-support", "customer-support-v3", "project-memory")
 
 
 def load_schema(name_or_path: str | Path) -> Schema:
-    """A shipped schema by name (``default``, ``personal-assistant``, ``customer-support``) or a file."""
+    """A shipped schema by name (``default``, ``personal-assistant``, ``customer-support``,
+    ``project-memory``) or a file."""
     from importlib.resources import files
 
     if str(name_or_path) in SHIPPED:

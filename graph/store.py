@@ -49,6 +49,7 @@ from .deletion import (
     tenant_record,
     tenant_report,
 )
+from . import telemetry
 from .forget import ForgetReport, forget_steps
 from .retention import BATCH, PurgeReport, count_expired, expiring_classes, purge_batch, purge_refusals_batch
 from .migrations import APPLIED, AWAIT_INDEXES, RECORD, RECORD_SCHEMA, pending
@@ -278,7 +279,10 @@ class Store(_Base):
 
     def read(self, query: str, params: dict[str, Any]) -> Records:
         """Run a read query in READ access mode and return its records as dicts."""
-        return self.inspect(lambda: _single(Statement(query, params)))
+        with telemetry.read(params) as span:
+            records = self.inspect(lambda: _single(Statement(query, params)))
+            telemetry.rows(span, records)
+            return records
 
     def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
         """Drive a statement generator in one READ transaction (a dry run: the server refuses a write)."""
@@ -526,7 +530,10 @@ class Store(_Base):
 
     def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
         """Reconcile and persist ``deltas`` in one transaction."""
-        return self._write(self._batch(deltas, atomic))
+        with telemetry.write_batch(deltas, atomic) as span:
+            result = self._write(self._batch(deltas, atomic))
+            telemetry.written(span, result)
+            return result
 
     def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
                        on_progress: Callable[[int, int], None] | None = None,
@@ -597,7 +604,10 @@ class AsyncStore(_Base):
             self._count(attempt)
 
     async def read(self, query: str, params: dict[str, Any]) -> Records:
-        return await self.inspect(lambda: _single(Statement(query, params)))
+        with telemetry.read(params) as span:
+            records = await self.inspect(lambda: _single(Statement(query, params)))
+            telemetry.rows(span, records)
+            return records
 
     async def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
         with translated(self.uri):
@@ -621,7 +631,10 @@ class AsyncStore(_Base):
         return {r.id: r.outcome for r in await self.record(episodes)}
 
     async def write(self, deltas: Sequence[MemoryDelta], atomic: bool = False) -> BatchResult:
-        return await self._write(self._batch(deltas, atomic))
+        with telemetry.write_batch(deltas, atomic) as span:
+            result = await self._write(self._batch(deltas, atomic))
+            telemetry.written(span, result)
+            return result
 
     async def import_history(self, deltas: Sequence[MemoryDelta], chunk_size: int = DEFAULT_CHUNK,
                              on_progress: Callable[[int, int], None] | None = None,

@@ -689,10 +689,17 @@ def embed(
 
 @app.command()
 @friendly
-def demo() -> None:
+def demo(project: bool = typer.Option(False, "--project", help="Project memory instead: replay a small "
+                                       "project history into tenant `demo-project` (schema project-memory)")) -> None:
     """Wipe tenant `demo`, replay the demo episodes into it and compare SGAM with a naive text memory."""
     from . import demo as demo_module
 
+    if project:
+        from sgam.graph.schema import load_schema
+
+        with MemoryGraph.connect(schema=load_schema(demo_module.PROJECT_SCHEMA)) as graph:
+            demo_module.run_project(graph, console, demo_module.PROJECT_TENANT)
+        return
     console.print(f"Tenant {demo_module.TENANT!r} is wiped and replayed (anything else stored in it is deleted).",
                   highlight=False)
     with MemoryGraph.connect() as graph:
@@ -700,6 +707,29 @@ def demo() -> None:
         uri = graph.store.uri
     console.print(f"Neo4j is still running at {uri}. Paste this into Neo4j Browser:")
     console.print(demo_module.BROWSER_QUERY, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+@friendly
+def stats(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant to summarise"),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON"),
+) -> None:
+    """Summarise a tenant: entities, facts by status, candidates, quarantine, queue, last write (counts only)."""
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        [row] = graph.query("tenant-stats", tenant=tenant)
+    row = {k: _jsonable(v) for k, v in row.items()}
+    if as_json:
+        console.print_json(json.dumps(row))
+        return
+    both = lambda items, key: ", ".join(f"{r[key]} {r['status']}" for r in items) or "none"  # noqa: E731
+    console.print(f"tenant {tenant!r}\n"
+                  f"  entities         {row['entities']}\n"
+                  f"  facts            {both(row['facts'], 'facts')}\n"
+                  f"  candidates       {row['candidates']} pending\n"
+                  f"  quarantine       {row['quarantine_open']} open of {row['quarantine_total']}\n"
+                  f"  queue            {both(row['queue'], 'episodes')}\n"
+                  f"  last write       {row['last_write'] or 'never'}", highlight=False)
 
 
 bench_app = typer.Typer(invoke_without_command=True,

@@ -7,16 +7,17 @@ it believed before a correction arrived.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib.resources import files
+from importlib.resources import as_file, files
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from sgam.graph.models import Fact, utcnow
+from sgam.graph.models import Episode, EpisodeKind, Fact, utcnow
 from sgam.ingest.replay import ReplaySummary, replay
 
 from .api import MemoryGraph
@@ -147,3 +148,62 @@ WHERE all(f IN relationships(p) WHERE f.expired_at IS NULL
 OPTIONAL MATCH (x)-[a]->(v:Value)
 WHERE a.expired_at IS NULL AND a.valid_from <= datetime() AND (a.valid_to IS NULL OR datetime() < a.valid_to)
 RETURN p, a, v"""
+
+
+# -- project and coding-agent memory (`sgam demo --project`) --------------------------------------
+
+PROJECT_TENANT = "demo-project"
+PROJECT_SCHEMA = "project-memory"
+
+
+def project_rules() -> Any:
+    """The shipped project event rules (``graph/schemas/project-events.yaml``)."""
+    from sgam.ingest.events import load_event_rules
+
+    with as_file(files("sgam.graph") / "schemas" / "project-events.yaml") as path:
+        return load_event_rules(path)
+
+
+def project_episodes(tenant: str) -> list[Episode]:
+    """The demo project history (``sgam/resources/project-demo.jsonl``) as event episodes of ``tenant``."""
+    text = (files("sgam") / "resources" / "project-demo.jsonl").read_text(encoding="utf-8")
+    return [Episode(tenant_id=tenant, id=line["id"], occurred_at=line["occurred_at"], actor=line["actor"],
+                    kind=EpisodeKind.EVENT, content=json.dumps(line["event"]))
+            for line in map(json.loads, filter(lambda s: s.strip() and not s.startswith("#"),
+                                               text.splitlines()))]
+
+
+def run_project(graph: MemoryGraph, console: Console, tenant: str = PROJECT_TENANT) -> dict[str, list[Any]]:
+    """Reset ``tenant``, ingest the project history through the event rules and print what an
+    agent starting on the project would ask. ``graph`` must use the project-memory schema."""
+    from sgam.ingest.events import EventMapper
+
+    graph.delete_tenant(tenant)
+    mapper = EventMapper(project_rules(), schema=graph.schema)
+    episodes = project_episodes(tenant)
+    reports = [graph.ingest(e, extractors=[mapper], remember=True) for e in episodes]
+    quarantined = [entry for r in reports for entry in r.quarantined]
+    console.print(f"Ingested {len(episodes)} project events: "
+                  f"{sum(sum(r.outcomes.values()) for r in reports)} writes, {len(quarantined)} quarantined.\n")
+    answers = {
+        "open_tasks": graph.query("open-tasks", tenant=tenant, project="sgam"),
+        "decisions_superseded": graph.query("decisions-superseded", tenant=tenant, project="sgam"),
+        "mistakes_to_avoid": graph.query("mistakes-to-avoid", tenant=tenant, project="sgam"),
+    }
+    _rows(console, "What is still open in sgam? (sgam query open-tasks)", answers["open_tasks"],
+          ("task", "title", "status", "owner", "due"))
+    _rows(console, "Which decisions replaced earlier ones, and why? (sgam query decisions-superseded)",
+          answers["decisions_superseded"], ("superseded_title", "title", "reason", "since"))
+    _rows(console, "Which mistakes must not be repeated? (sgam query mistakes-to-avoid)",
+          answers["mistakes_to_avoid"], ("title", "lesson", "episode"))
+    return answers
+
+
+def _rows(console: Console, question: str, records: list[dict[str, Any]], columns: tuple[str, ...]) -> None:
+    table = Table(title=question, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for record in records:
+        table.add_row(*(str(record[c])[:10] if c in ("since", "due") else str(record[c]) for c in columns))
+    console.print(table)
+    console.print()

@@ -1,0 +1,154 @@
+"""OpenTelemetry traces and metrics at the store seam; off unless the application turns them on.
+
+SGAM calls only the OpenTelemetry API (the ``otel`` extra). Without an SDK configured by the
+process (``opentelemetry-instrument``, which reads the standard ``OTEL_*`` environment variables,
+or the application's own ``TracerProvider``/``MeterProvider``) the API hands out no-op tracers and
+meters; without the API installed nothing here is imported at all. So tracing costs nothing until
+someone asks for it.
+
+What is recorded: one ``sgam.write_batch`` span per write transaction of deltas and one
+``sgam.read`` span per read query, with the tenant, counts and outcomes (timing is the span's
+own); the counters ``sgam.writes`` (by outcome), ``sgam.refusals`` (by error type) and the
+histograms ``sgam.write.duration`` and ``sgam.read.duration``. Never a value, a subject id, an
+error message (messages quote values) or episode text: spans often leave the trust boundary of
+the memory itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .errors import SgamError, StoreUnavailable
+from .models import MemoryDelta
+
+try:
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import Status, StatusCode
+except ImportError:  # the otel extra is not installed: nothing is traced or counted
+    trace = None  # type: ignore[assignment]
+
+SCOPE = "sgam"
+
+if trace is not None:
+    # Proxies too: they start recording once the process installs a provider, whenever that is.
+    _tracer = trace.get_tracer(SCOPE)
+    _meter = metrics.get_meter(SCOPE)
+    _writes = _meter.create_counter("sgam.writes", unit="{delta}",
+                                    description="Deltas written, by outcome (created, superseded, unchanged, ...)")
+    _refusals = _meter.create_counter("sgam.refusals", unit="{delta}",
+                                      description="Deltas the write path refused, by error type")
+    _write_seconds = _meter.create_histogram("sgam.write.duration", unit="s",
+                                             description="Time of one write transaction of deltas")
+    _read_seconds = _meter.create_histogram("sgam.read.duration", unit="s",
+                                            description="Time of one read query")
+
+
+class _Noop:
+    """The span handed out when the OpenTelemetry API is not installed."""
+
+    def is_recording(self) -> bool:
+        return False
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        pass
+
+
+_NOOP = _Noop()
+# What the seam enters while nothing records: reusable, no generator, no span.
+_OFF = contextlib.nullcontext(_NOOP)
+
+
+# Providers of the API package itself (its proxies and no-ops) throw every span and measurement
+# away; only one from an SDK, installed by the process at any time, records.
+_API_PROVIDERS = ("opentelemetry.trace", "opentelemetry.metrics")
+
+
+def _on() -> bool:
+    """Whether anything records: while not, the seam makes no span and no measurement at all."""
+    return trace is not None and not (
+        type(trace.get_tracer_provider()).__module__.startswith(_API_PROVIDERS)
+        and type(metrics.get_meter_provider()).__module__.startswith(_API_PROVIDERS))
+
+
+def _tenant_attributes(tenants: set[str]) -> dict[str, Any]:
+    if len(tenants) == 1:
+        return {"sgam.tenant": next(iter(tenants))}
+    return {"sgam.tenants": sorted(tenants)}
+
+
+@contextlib.contextmanager
+def _span(name: str, attributes: dict[str, Any], seconds: Any, kind: str) -> Iterator[Any]:
+    start = time.perf_counter()
+    # The SDK's defaults would copy the exception's message into the span: SGAM's messages quote
+    # values, so only the error's type is recorded.
+    with _tracer.start_as_current_span(name, attributes=attributes, record_exception=False,
+                                       set_status_on_exception=False) as span:
+        error: str | None = None
+        try:
+            yield span
+        except BaseException as exc:
+            error = type(exc).__name__
+            span.set_attribute("error.type", error)
+            span.set_status(Status(StatusCode.ERROR, error))
+            raise
+        finally:
+            seconds.record(time.perf_counter() - start,
+                           {"sgam.operation": kind, **({"error.type": error} if error else {})})
+
+
+def write_batch(deltas: Sequence[MemoryDelta], atomic: bool) -> AbstractContextManager[Any]:
+    """The span of one write transaction of ``deltas``; pass the batch result to :func:`written`.
+
+    An atomic batch refused as a whole (an :class:`SgamError` other than the store being
+    unavailable) counts its deltas as refusals."""
+    return _write_batch(deltas, atomic) if _on() else _OFF
+
+
+@contextlib.contextmanager
+def _write_batch(deltas: Sequence[MemoryDelta], atomic: bool) -> Iterator[Any]:
+    attributes = {**_tenant_attributes({d.tenant_id for d in deltas}),
+                  "sgam.deltas": len(deltas), "sgam.atomic": atomic, "db.system": "neo4j"}
+    try:
+        with _span("sgam.write_batch", attributes, _write_seconds, "write") as span:
+            yield span
+    except SgamError as exc:
+        if not isinstance(exc, StoreUnavailable):
+            _refusals.add(len(deltas), {"error.type": type(exc).__name__})
+        raise
+
+
+def written(span: Any, result: Any) -> None:
+    """Record a :class:`~sgam.graph.writes.BatchResult` on its span and in the counters."""
+    if not _on():
+        return
+    outcomes = Counter(r.outcome for r in result.results if r.ok)
+    refused = Counter(type(r.error).__name__ for r in result.results if not r.ok)
+    for outcome, n in outcomes.items():
+        _writes.add(n, {"sgam.outcome": outcome})
+    for error, n in refused.items():
+        _refusals.add(n, {"error.type": error})
+    if span.is_recording():
+        span.set_attribute("sgam.written", result.written)
+        span.set_attribute("sgam.refused", sum(refused.values()))
+        for outcome, n in outcomes.items():
+            span.set_attribute(f"sgam.outcome.{outcome}", n)
+
+
+def read(params: dict[str, Any]) -> AbstractContextManager[Any]:
+    """The span of one read query; its tenant is the ``tenant`` parameter when there is one.
+    Pass the records to :func:`rows`."""
+    if not _on():
+        return _OFF
+    tenant = params.get("tenant")
+    attributes = {"db.system": "neo4j", **({"sgam.tenant": tenant} if isinstance(tenant, str) else {})}
+    return _span("sgam.read", attributes, _read_seconds, "read")
+
+
+def rows(span: Any, records: Sequence[Any]) -> None:
+    if span.is_recording():
+        span.set_attribute("sgam.rows", len(records))
