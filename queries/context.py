@@ -2,7 +2,8 @@
 
 :func:`context_steps` reads, in order (DESIGN.md, "Read path"):
 
-1. the **exact** state: the facts valid at the asked instant (now, or ``valid_at``) and believed now,
+1. the **exact** state: the facts valid at the asked instant (now, or ``valid_at``; without it, at
+   some time in the window the question names, :mod:`sgam.queries.temporal`) and believed now,
    for the subjects (given, or found by name in the question) and the attributes in play (given, or
    the ones the question names; all of the subjects' attributes when it names none);
 2. **expansion**, only for supplementary evidence: vector kNN from the question over episode text,
