@@ -352,6 +352,30 @@ class Schema(_Spec):
         """The relationship types this schema's facts are stored as, sorted."""
         return tuple(sorted({self.rel_type(name) for name in self.attributes}))
 
+    def memory_types(self) -> tuple[str, ...]:
+        """The memory types the attributes declare (``profile``, ``preference``, ...), sorted."""
+        return tuple(sorted({spec.memory_type for spec in self.attributes.values()}))
+
+    def check_memory_types(self, given: str | Any | None) -> list[str] | None:
+        """A read's memory type filter: ``None`` (every type), one type, several (a sequence, or
+        comma-separated text as the CLI passes it), checked against :meth:`memory_types`;
+        :class:`SchemaViolation` names the unknown ones and lists the known."""
+        if given is None:
+            return None
+        items = given.split(",") if isinstance(given, str) else given
+        if not isinstance(items, (list, tuple, set, frozenset)) or \
+                not all(isinstance(item, str) for item in items):
+            raise SchemaViolation(f"memory_types must be a memory type or a list of them, got {given!r}; "
+                                  f"schema {self.name!r} v{self.version} knows: {', '.join(self.memory_types())}")
+        wanted = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+        unknown = [item for item in wanted if item not in self.memory_types()]
+        if unknown or not wanted:
+            raise SchemaViolation(
+                (f"unknown memory type {', '.join(map(repr, unknown))}" if unknown else "no memory type given")
+                + f"; schema {self.name!r} v{self.version} knows: {', '.join(self.memory_types())} "
+                "(None reads every type)")
+        return wanted
+
     def check_entity_type(self, label: str) -> str:
         if label not in self.entity_types:
             raise SchemaViolation(

@@ -7,6 +7,7 @@
 // param: known_at datetime?  what we believed at this instant (transaction time); null = now
 // param: statuses list?  fact statuses to return: null = confirmed only; confirmed,candidate adds pending candidates
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// param: memory_types list?  only facts of these memory types (each attribute's memory_type in the schema), e.g. preference,task_state; null = every type
 // example: :param tenant => 'demo'
 // example: :param subject => 'mira'
 // example: :param attribute => 'passport_deadline'
@@ -14,6 +15,7 @@
 // example: :param known_at => null
 // example: :param statuses => null
 // example: :param principal => null
+// example: :param memory_types => null
 // Migration-only keys are read from properties(m): on a store that never migrated, m.aliases
 // would make the server (and Browser) warn about an unknown property key on every run.
 WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigration)
@@ -24,6 +26,7 @@ MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute OR f.attribute IN aliases)
   AND f.status IN coalesce($statuses, ['confirmed'])
+  AND ($memory_types IS NULL OR f.memory_type IN $memory_types)
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= $valid_at
   AND (f.valid_to IS NULL OR $valid_at < f.valid_to)

@@ -4,16 +4,19 @@
 // param: subject string?  one entity, or null for every subject
 // param: attribute string?  one attribute, or null for every attribute
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// param: memory_types list?  only facts of these memory types (each attribute's memory_type in the schema), e.g. preference,task_state; null = every type
 // example: :param tenant => 'demo'
 // example: :param subject => null
 // example: :param attribute => null
 // example: :param principal => null
+// example: :param memory_types => null
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND f.status = 'candidate'
   AND f.expired_at IS NULL
   AND ($subject IS NULL OR s.id = $subject)
   AND ($attribute IS NULL OR f.attribute = $attribute)
+  AND ($memory_types IS NULL OR f.memory_type IN $memory_types)
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 RETURN s.id AS subject, f.attribute AS attribute, f.value AS value,
        size(f.support_episodes) AS episodes, f.support_count AS support_count,

@@ -2,7 +2,8 @@
 
 :func:`context_steps` reads, in order (DESIGN.md, "Read path"):
 
-1. the **exact** state: the facts valid at the asked instant (now, or ``valid_at``) and believed now,
+1. the **exact** state: the facts valid at the asked instant (now, or ``valid_at``; without it, at
+   some time in the window the question names, :mod:`sgam.queries.temporal`) and believed now,
    for the subjects (given, or found by name in the question) and the attributes in play (given, or
    the ones the question names; all of the subjects' attributes when it names none);
 2. **expansion**, only for supplementary evidence: vector kNN from the question over episode text,
@@ -27,7 +28,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from sgam.graph.errors import InvalidDelta, SgamError
 from sgam.graph.migrations import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
-from sgam.graph.schema import Schema
+from sgam.graph.schema import Schema, default_schema
 from sgam.graph.writes import Statement, fact_from_properties
 
 from .embeddings import (
@@ -48,6 +49,7 @@ from .embeddings import (
     require_embedder,
 )
 from .loader import get_query
+from .temporal import EPSILON, TimeIntent, time_intent
 
 Label = Literal["current", "history", "related"]
 TokenCounter = Callable[[str], int]
@@ -140,6 +142,9 @@ class Context(_Out):
     budget_tokens: int
     notes: tuple[str, ...] = ()
     text: str
+    valid_window: tuple[datetime, datetime] | None = None
+    time_phrase: str | None = None
+    memory_types: tuple[str, ...] | None = None
 
     @property
     def empty(self) -> bool:
@@ -236,13 +241,49 @@ def _window(valid_from: datetime | None, valid_to: datetime | None) -> str:
     return f"valid {_instant(valid_from)}..{_instant(valid_to)}"
 
 
-def _cite(fact: Fact) -> str:
-    return (f"{_window(fact.valid_from, fact.valid_to)} | memory {fact.memory_id}, "
+def _span(delta: timedelta) -> str:
+    """A length of time, rounded down, in minutes under an hour, hours under a day, days under
+    two weeks, weeks under nine, months (30 days) under two years, else years ("3 weeks")."""
+    seconds = max(0, int(delta.total_seconds()))
+    days = seconds // 86400
+    if seconds < 60:
+        return "under a minute"
+    for size, unit, limit in ((seconds // 60, "minute", 60 * 60), (seconds // 3600, "hour", 86400),
+                              (days, "day", 14 * 86400), (days // 7, "week", 63 * 86400),
+                              (days // 30, "month", 730 * 86400)):
+        if seconds < limit:
+            return f"{size} {unit}{'' if size == 1 else 's'}"
+    years = days // 365
+    return f"{years} year{'' if years == 1 else 's'}"
+
+
+def _ago(then: datetime, now: datetime) -> str:
+    return "just now" if now - then < timedelta(minutes=1) else f"{_span(now - then)} ago"
+
+
+def freshness(fact: Fact, now: datetime) -> str:
+    """How old a fact is and when it was last confirmed, read against ``now``:
+    ``(since 2026-06-10, 3 weeks; confirmed 2 days ago)``; a closed version says when it ended,
+    a scheduled one when it starts. Confirmation falls back to ``recorded_at``."""
+    start = fact.valid_from.astimezone(timezone.utc).date().isoformat()
+    if fact.valid_from > now:
+        age = f"from {start}, in {_span(fact.valid_from - now)}"
+    elif fact.valid_to is not None and fact.valid_to <= now:
+        age = f"{start} to {_instant(fact.valid_to)}, ended {_ago(fact.valid_to, now)}"
+    else:
+        age = f"since {start}, {_span(now - fact.valid_from)}"
+    return f"({age}; confirmed {_ago(fact.last_confirmed_at or fact.recorded_at, now)})"
+
+
+def _cite(fact: Fact, now: datetime | None = None) -> str:
+    fresh = "" if now is None else f" {freshness(fact, now)}"
+    return (f"{_window(fact.valid_from, fact.valid_to)}{fresh} | memory {fact.memory_id}, "
             f"episode {fact.source_episode_id}, asserted by {fact.asserted_by}")
 
 
-def fact_line(ref: str, fact: Fact) -> str:
-    return f"[{ref}] {fact.subject}.{fact.attribute} = {_value(fact.value)} | {_cite(fact)}"
+def fact_line(ref: str, fact: Fact, now: datetime | None = None) -> str:
+    """One exact fact's line; with ``now``, it says how old the fact is (:func:`freshness`)."""
+    return f"[{ref}] {fact.subject}.{fact.attribute} = {_value(fact.value)} | {_cite(fact, now)}"
 
 
 def _quote(text: str) -> str:
@@ -341,7 +382,8 @@ def _states_text(states: Sequence[StatedValue]) -> str:
 
 
 def build_evidence(expansion: Expansion, exact_ids: set[str],
-                   slots: Iterable[tuple[str, str]] = (), anchors: Iterable[str] = ()) -> list[Evidence]:
+                   slots: Iterable[tuple[str, str]] = (), anchors: Iterable[str] = (),
+                   now: datetime | None = None) -> list[Evidence]:
     """Fuse the rankings and label every candidate; exact facts are never repeated as evidence.
 
     Episodes that state something about a ``(subject, attribute)`` slot in play come first (in
@@ -377,7 +419,7 @@ def build_evidence(expansion: Expansion, exact_ids: set[str],
                 text=f"{fact.subject}.{fact.attribute} = {_value(fact.value)}",
                 episode=fact.source_episode_id, asserted_by=fact.asserted_by,
                 memory_id=fact.memory_id, valid_from=fact.valid_from, valid_to=fact.valid_to,
-                line=f"current | fact {fact.subject}.{fact.attribute} = {_value(fact.value)} | {_cite(fact)}"))
+                line=f"current | fact {fact.subject}.{fact.attribute} = {_value(fact.value)} | {_cite(fact, now)}"))
         else:
             if ident in anchors:
                 continue
@@ -397,24 +439,34 @@ def build_evidence(expansion: Expansion, exact_ids: set[str],
 def assemble(*, tenant: str, question: str, as_of: datetime, current: bool,
              subjects: Sequence[str], attributes: Sequence[str], facts: Sequence[Fact],
              evidence: Sequence[Evidence], budget_tokens: int, notes: Sequence[str] = (),
-             count_tokens: TokenCounter = approx_tokens) -> Context:
+             count_tokens: TokenCounter = approx_tokens, now: datetime | None = None,
+             intent: TimeIntent | None = None, memory_types: Sequence[str] | None = None) -> Context:
     """The context text within ``budget_tokens``: exact facts first (all of them, or an error),
-    then evidence in the given order while it fits, then how many evidence items were left out."""
+    then evidence in the given order while it fits, then how many evidence items were left out.
+
+    ``now``: each fact line says how old the fact is then. ``intent``: the window the question
+    named (the exact facts are those valid at some time in it)."""
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 1:
         raise InvalidDelta(f"budget_tokens must be a positive whole number, got {budget_tokens!r}")
+    window = None if intent is None or intent.start is None or intent.end is None else (intent.start, intent.end)
     base = dict(tenant=tenant, question=question, as_of=as_of, current=current,
-                subjects=tuple(subjects), attributes=tuple(attributes), budget_tokens=budget_tokens)
+                subjects=tuple(subjects), attributes=tuple(attributes), budget_tokens=budget_tokens,
+                valid_window=window, time_phrase=None if window is None else intent.phrase,  # type: ignore[union-attr]
+                memory_types=None if memory_types is None else tuple(memory_types))
     if not facts and not evidence:
         return Context(**base, facts=(), evidence=(), tokens=0, text="",
                        notes=(*notes, "no stored memory matched: the context is empty"))
 
     when = f"now ({_instant(as_of)})" if current else f"as of {_instant(as_of)}"
+    if window is not None:
+        when = f"valid at some time in {_instant(window[0])}..{_instant(window[1])} (\"{intent.phrase}\")"  # type: ignore[union-attr]
+    kinds = "" if memory_types is None else f", memory types {', '.join(memory_types)}"
     header = [f"Memory for: {question}",
-              f"State {when}, tenant {tenant}. Exact facts are authoritative; evidence never overrides them."]
+              f"State {when}, tenant {tenant}{kinds}. Exact facts are authoritative; evidence never overrides them."]
     exact = [ContextFact(
         ref=f"F{i}", subject=f.subject, attribute=f.attribute, value=f.value, memory_id=f.memory_id,
         episode=f.source_episode_id, asserted_by=f.asserted_by, valid_from=f.valid_from,
-        valid_to=f.valid_to, confidence=f.confidence, line=fact_line(f"F{i}", f),
+        valid_to=f.valid_to, confidence=f.confidence, line=fact_line(f"F{i}", f, now),
     ) for i, f in enumerate(facts, 1)]
     fact_lines = (["Exact facts:", *(f.line for f in exact)] if exact
                   else [f"Exact facts: none stored for {', '.join(subjects) or 'the question'}."])
@@ -493,7 +545,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                   now: datetime, budget_tokens: int = 800, expand: bool | None = None,
                   embedder: Embedder | None = None, question_vector: Sequence[float] | None = None,
                   schema: Schema | None = None, k: int = 8, min_score: float = 0.6, principal: str | None = None,
-                  count_tokens: TokenCounter = approx_tokens) -> Steps:
+                  count_tokens: TokenCounter = approx_tokens, asked_at: datetime | None = None,
+                  memory_types: str | Sequence[str] | None = None) -> Steps:
     """Read what the context needs and assemble it (a generator of ``("read", Statement)``).
 
     ``expand``: ``None`` widens with everything available (vector kNN only with the embeddings
@@ -504,12 +557,19 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     use it and the question is not embedded again (no embedder is then needed).
     ``principal``: the reader; every read below leaves out the private facts (and the episodes
     that stated them) it may not see (None: shared facts only; ``"*"``: everything).
+    ``memory_types``: only facts of these memory types (exact facts and fact evidence; episodes
+    are not typed). ``asked_at``: when the question was asked (default ``now``); without
+    ``valid_at``, a time the question names (:func:`sgam.queries.temporal.time_intent`, read
+    relative to ``asked_at``) sets the valid-time window, and a phrase it cannot pin down is
+    reported in ``notes``. Every fact line says how old the fact is at ``now``.
     """
     try:
         tenant = check_tenant(tenant)
-        instant = require_aware(valid_at, "valid_at") if valid_at is not None else now
+        reference = require_aware(asked_at, "asked_at") if asked_at is not None else now
+        instant = require_aware(valid_at, "valid_at") if valid_at is not None else reference
     except ValueError as exc:
         raise InvalidDelta(str(exc)) from None
+    types = None if memory_types is None else (schema or default_schema()).check_memory_types(memory_types)
     if not isinstance(question, str) or not question.strip():
         raise InvalidDelta("question must be a non-empty string")
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 1:
@@ -521,6 +581,14 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     subject_list = [subjects] if isinstance(subjects, str) else list(subjects or [])
     wanted = [attributes] if isinstance(attributes, str) else list(attributes or [])
     notes: list[str] = []
+    intent = TimeIntent() if valid_at is not None else time_intent(question, reference)
+    notes += [f"time in the question: {why}; answered for {_instant(reference)} (pass valid_at to choose)"
+              for why in intent.unresolved]
+    if intent.start is not None and intent.end is not None:
+        # evidence is labelled against one instant: the asked time when the window holds it
+        instant = min(max(reference, intent.start), intent.end - EPSILON)
+        notes.append(f"valid time from the question: \"{intent.phrase}\" read as "
+                     f"{_instant(intent.start)}..{_instant(intent.end)} (asked {_instant(reference)})")
 
     use_vectors = expand is not False
     vector = None if question_vector is None else _check_vector(question_vector)
@@ -546,8 +614,13 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     # 2. exact state: valid at the instant, believed now
     every: list[Fact] = []
     for subject in dict.fromkeys(subject_list):
-        rows = yield _named("as-of", tenant=tenant, subject=subject, attribute=None,
-                            valid_at=instant, known_at=None, principal=principal)
+        if intent.start is not None:
+            rows = yield _named("valid-during", tenant=tenant, subject=subject, attribute=None,
+                                valid_from=intent.start, valid_to=intent.end, known_at=None,
+                                principal=principal, memory_types=types)
+        else:
+            rows = yield _named("as-of", tenant=tenant, subject=subject, attribute=None,
+                                valid_at=instant, known_at=None, principal=principal, memory_types=types)
         every += [fact_from_properties(r["fact"]) for r in rows]
     in_play = wanted or attributes_in_play(question, {f.attribute for f in every}) \
         or sorted({f.attribute for f in every})
@@ -559,7 +632,7 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     if expand is not False:
         if subject_list:
             rows = yield _named("context-neighbourhood", tenant=tenant, subjects=subject_list,
-                                valid_at=instant, limit=k, principal=principal)
+                                valid_at=instant, limit=k, principal=principal, memory_types=types)
             for row in rows:
                 if row["kind"] == "episode":
                     found.add_episode("graph", _episode(row["episode"]))
@@ -580,8 +653,9 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
             for name in ("knn-episodes", "knn-statements", "knn-entities"):
                 fetch = min(MAX_FETCH, k * OVERFETCH)
                 while True:
+                    typed = {"memory_types": types} if name == "knn-statements" else {}
                     [row] = yield _named(name, tenant=tenant, vector=vector, fetch=fetch, k=k,
-                                         min_score=min_score, valid_at=instant, principal=principal)
+                                         min_score=min_score, valid_at=instant, principal=principal, **typed)
                     hits = row["hits"]
                     exhausted = row["fetched"] < fetch or (row["floor"] or 0.0) < min_score
                     if len(hits) >= k or exhausted or fetch >= MAX_FETCH:
@@ -606,8 +680,9 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                 name for name, spec in schema.attributes.items() if spec.cardinality is Cardinality.ONE]
             found.stated = classify_statements(rows, single)
 
-    evidence = build_evidence(found, exact_ids, {(f.subject, f.attribute) for f in exact}, subject_list)
-    return assemble(tenant=tenant, question=question, as_of=instant, current=valid_at is None,
+    evidence = build_evidence(found, exact_ids, {(f.subject, f.attribute) for f in exact}, subject_list, now)
+    return assemble(tenant=tenant, question=question, as_of=instant,
+                    current=valid_at is None and asked_at is None and intent.start is None,
                     subjects=subject_list, attributes=in_play if every else wanted, facts=exact,
                     evidence=evidence, budget_tokens=budget_tokens, notes=notes,
-                    count_tokens=count_tokens)
+                    count_tokens=count_tokens, now=now, intent=intent, memory_types=types)

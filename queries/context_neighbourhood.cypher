@@ -5,11 +5,13 @@
 // param: valid_at datetime  the instant every hop and fact must be valid at
 // param: limit int[1..500]  at most this many episodes and this many neighbour entities per anchor
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// param: memory_types list?  only facts of these memory types (each attribute's memory_type in the schema), e.g. preference,task_state; null = every type
 // example: :param tenant => 'demo'
 // example: :param subjects => ['cust-ada']
 // example: :param valid_at => datetime()
 // example: :param limit => 10
 // example: :param principal => null
+// example: :param memory_types => null
 UNWIND $subjects AS subject
 MATCH (s:Entity {tenant_id: $tenant, id: subject})
 CALL (s) {
@@ -32,6 +34,7 @@ CALL (s) {
     AND f.expired_at IS NULL AND f.valid_from <= $valid_at
     AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
     AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
+    AND ($memory_types IS NULL OR f.memory_type IN $memory_types)
   RETURN 'fact' AS kind, distance, null AS episode,
          f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to),
             recorded_at: toString(f.recorded_at), expired_at: toString(f.expired_at),

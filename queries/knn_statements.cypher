@@ -7,6 +7,7 @@
 // param: min_score float[0..1]  the lowest similarity kept (Neo4j's cosine score, (1 + cos) / 2)
 // param: valid_at datetime  the instant the fact versions must be valid at
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// param: memory_types list?  only facts of these memory types (each attribute's memory_type in the schema), e.g. preference,task_state; null = every type
 // example: :param tenant => 'demo'
 // example: :param vector => COLLECT { MATCH (v:Value {tenant_id: 'demo'}) WHERE v.embedding IS NOT NULL RETURN v.embedding LIMIT 1 }[0]
 // example: :param fetch => 100
@@ -14,6 +15,7 @@
 // example: :param min_score => 0.6
 // example: :param valid_at => datetime()
 // example: :param principal => null
+// example: :param memory_types => null
 CALL db.index.vector.queryNodes('sgam_value_embedding', $fetch, $vector) YIELD node AS v, score
 WITH count(*) AS fetched, min(score) AS floor,
      collect(CASE WHEN v.tenant_id = $tenant AND score >= $min_score THEN {v: v, score: score} END) AS kept
@@ -24,6 +26,7 @@ CALL (kept) {
   WHERE f.memory_id IS NOT NULL AND f.tenant_id = $tenant AND f.expired_at IS NULL AND f.status = 'confirmed'
     AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
     AND f.valid_from <= $valid_at AND (f.valid_to IS NULL OR $valid_at < f.valid_to)
+    AND ($memory_types IS NULL OR f.memory_type IN $memory_types)
   RETURN collect({score: score, fact: f {.*, valid_from: toString(f.valid_from), valid_to: toString(f.valid_to),
                   recorded_at: toString(f.recorded_at), expired_at: toString(f.expired_at),
                   last_confirmed_at: toString(f.last_confirmed_at),

@@ -4,14 +4,17 @@
 // param: days int[0..]  how many days without a confirmation make a fact stale
 // param: status string?  candidate or confirmed; null = every status
 // param: principal string?  the reader, e.g. user:mira; null = shared facts only; '*' = every fact (admin)
+// param: memory_types list?  only facts of these memory types (each attribute's memory_type in the schema), e.g. preference,task_state; null = every type
 // example: :param tenant => 'demo'
 // example: :param days => 30
 // example: :param status => null
 // example: :param principal => null
+// example: :param memory_types => null
 MATCH (s:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
   AND f.expired_at IS NULL
   AND ($status IS NULL OR f.status = $status)
+  AND ($memory_types IS NULL OR f.memory_type IN $memory_types)
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
   AND f.valid_from <= datetime()
   AND (f.valid_to IS NULL OR datetime() < f.valid_to)

@@ -198,10 +198,13 @@ class _Queries:
                 "principal": self._principal(principal)}
 
     def _bound(self, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The query's text and checked parameters (the reader's principal validated)."""
+        """The query's text and checked parameters (the reader's principal and the memory types
+        validated)."""
         query = get_query(name)
         if "principal" in params:
             params = {**params, "principal": self._principal(params["principal"])}
+        if params.get("memory_types") is not None:
+            params = {**params, "memory_types": self.schema.check_memory_types(params["memory_types"])}
         if isinstance(params.get("tenant"), str):
             self._tenant(params["tenant"])
         return query.text, query.bind(params)
@@ -765,7 +768,8 @@ class MemoryGraph(_Queries):
         return self.store.inspect(self._checked(name, params))
 
     def current(self, tenant: str, subject: str, attribute: str | None = None, *,
-                principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
+                principal: str | None = None, include_candidates: bool = False,
+                memory_types: str | Sequence[str] | None = None) -> list[Fact]:
         """Facts valid now and believed now (the default question).
 
         Every read takes the reader's ``principal`` (``user:mira``, ``agent:hr``): private facts
@@ -773,19 +777,24 @@ class MemoryGraph(_Queries):
         shared facts are read; ``"*"`` reads every fact (trusted admin or analyst use).
         Pending candidates (values waiting for recurrence or confirmation) are left out unless
         ``include_candidates``; then they come too, with ``status`` candidate.
+        ``memory_types`` (every read takes it): only facts of these memory types (``"preference"``,
+        ``["profile", "task_state"]``; the schema's ``memory_type`` of each attribute); ``None``
+        reads every type, an unknown type raises :class:`SchemaViolation` listing the known ones.
         """
         return _facts(self.query("current", **self._slot(tenant, subject, attribute, principal),
-                                 **self._statuses(include_candidates)))
+                                 **self._statuses(include_candidates), memory_types=memory_types))
 
     def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
               valid_at: Instant, known_at: Instant | None = None,
-              principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
+              principal: str | None = None, include_candidates: bool = False,
+              memory_types: str | Sequence[str] | None = None) -> list[Fact]:
         """What was true at ``valid_at`` (as believed now, or as believed at ``known_at``).
 
         Times are aware datetimes or ISO 8601 strings with a zone (``"2026-06-01T12:00:00Z"``); a
         date alone (``"2026-06-02"``) is midnight UTC. A time without a zone is refused."""
         return _facts(self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at, known_at,
-                                                        principal, include_candidates)))
+                                                        principal, include_candidates),
+                                 memory_types=memory_types))
 
     def confirm(self, tenant: str, subject: str, attribute: str, value: Any = None, *, actor: str,
                 episode: str, valid_from: datetime | None = None) -> DeltaResult:
@@ -805,12 +814,13 @@ class MemoryGraph(_Queries):
                                  attribute=attribute, principal=principal))
 
     def history(self, tenant: str, subject: str, attribute: str | None = None, *,
-                current_only: bool = False, principal: str | None = None) -> list[Fact]:
+                current_only: bool = False, principal: str | None = None,
+                memory_types: str | Sequence[str] | None = None) -> list[Fact]:
         """Every stored version, retired ones included; with ``current_only``, only the rows
         believed now (``expired_at`` is None): every valid-time version, past and future, that we
         hold today."""
         return _facts(self.query("history", **self._history(tenant, subject, attribute, current_only,
-                                                            principal)))
+                                                            principal), memory_types=memory_types))
 
     def timeline(self, tenant: str, subject: str, attribute: str | None = None, *,
                  principal: str | None = None) -> Any:
@@ -839,19 +849,29 @@ class MemoryGraph(_Queries):
 
     def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
                 valid_at: Instant | None = None, budget_tokens: int = 800,
-                principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
+                principal: str | None = None, as_of: Instant | None = None,
+                asked_at: Instant | None = None, memory_types: str | Sequence[str] | None = None,
+                **options: Any) -> Context:
         """The smallest context that answers ``question``: the exact facts (valid now or at
         ``valid_at``, believed now) first, then labelled evidence from expansion, all cited, as
         ``principal`` may read them; see :func:`sgam.queries.context.context_steps` for
         ``attributes``, ``expand``, ``embedder``, ``question_vector``, ``k``. ``as_of`` is the
-        deprecated old name of ``valid_at``."""
+        deprecated old name of ``valid_at``.
+
+        Without ``valid_at``, a time the question names ("last June", "in 2024", "two weeks
+        ago"; :mod:`sgam.queries.temporal`), read relative to ``asked_at`` (default now), sets the
+        window: ``ctx.valid_window``, ``ctx.time_phrase`` and a note say so; a phrase it cannot
+        pin down ("recently", "in May" between two equally near Mays) is a note, and the context
+        answers for ``asked_at``. ``memory_types`` as in :meth:`current`."""
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
         unread = self._unread(context_options(options))
         if unread:
             self._require_attributes(self.store.read(UNALIASED, {"names": unread}))
         result = run_steps(self.store, context_steps(
-            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"), valid_at=instant, budget_tokens=budget_tokens,
-            now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
+            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"),
+            valid_at=instant, budget_tokens=budget_tokens,
+            now=self.clock(), schema=self.schema, principal=self._principal(principal),
+            asked_at=optional_instant(asked_at, "asked_at"), memory_types=memory_types, **options))
         if result.empty:   # nothing found: say so if the tenant or a subject given is unknown
             self._require_known(tenant, self.store.read(*self._context_known(tenant, subjects)))
         return result
@@ -984,15 +1004,18 @@ class AsyncMemoryGraph(_Queries):
         return await self.store.inspect(self._checked(name, params))
 
     async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
-                      principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
+                      principal: str | None = None, include_candidates: bool = False,
+                      memory_types: str | Sequence[str] | None = None) -> list[Fact]:
         return _facts(await self.query("current", **self._slot(tenant, subject, attribute, principal),
-                                       **self._statuses(include_candidates)))
+                                       **self._statuses(include_candidates), memory_types=memory_types))
 
     async def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
                     valid_at: Instant, known_at: Instant | None = None,
-                    principal: str | None = None, include_candidates: bool = False) -> list[Fact]:
+                    principal: str | None = None, include_candidates: bool = False,
+                    memory_types: str | Sequence[str] | None = None) -> list[Fact]:
         return _facts(await self.query("as-of", **self._as_of(tenant, subject, attribute, valid_at,
-                                                              known_at, principal, include_candidates)))
+                                                              known_at, principal, include_candidates),
+                                       memory_types=memory_types))
 
     async def confirm(self, tenant: str, subject: str, attribute: str, value: Any = None, *, actor: str,
                       episode: str, valid_from: datetime | None = None) -> DeltaResult:
@@ -1005,9 +1028,10 @@ class AsyncMemoryGraph(_Queries):
                                        attribute=attribute, principal=principal))
 
     async def history(self, tenant: str, subject: str, attribute: str | None = None, *,
-                      current_only: bool = False, principal: str | None = None) -> list[Fact]:
+                      current_only: bool = False, principal: str | None = None,
+                      memory_types: str | Sequence[str] | None = None) -> list[Fact]:
         return _facts(await self.query("history", **self._history(tenant, subject, attribute, current_only,
-                                                                  principal)))
+                                                                  principal), memory_types=memory_types))
 
     async def provenance(self, tenant: str, *ids: str, memory_id: str | None = None,
                          subject: str | None = None, principal: str | None = None) -> Provenance | None:
@@ -1051,14 +1075,18 @@ class AsyncMemoryGraph(_Queries):
 
     async def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
                       valid_at: Instant | None = None, budget_tokens: int = 800,
-                      principal: str | None = None, as_of: Instant | None = None, **options: Any) -> Context:
+                      principal: str | None = None, as_of: Instant | None = None,
+                      asked_at: Instant | None = None, memory_types: str | Sequence[str] | None = None,
+                      **options: Any) -> Context:
         instant = optional_instant(renamed(valid_at, as_of, "context"), "valid_at")
         unread = self._unread(context_options(options))
         if unread:
             self._require_attributes(await self.store.read(UNALIASED, {"names": unread}))
         result = await arun_steps(self.store, context_steps(
-            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"), valid_at=instant, budget_tokens=budget_tokens,
-            now=self.clock(), schema=self.schema, principal=self._principal(principal), **options))
+            tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"),
+            valid_at=instant, budget_tokens=budget_tokens,
+            now=self.clock(), schema=self.schema, principal=self._principal(principal),
+            asked_at=optional_instant(asked_at, "asked_at"), memory_types=memory_types, **options))
         if result.empty:
             self._require_known(tenant, await self.store.read(*self._context_known(tenant, subjects)))
         return result

@@ -107,6 +107,8 @@ HomeOpt = typer.Option(None, "--home", help="Server home folder [env SGAM_HOME; 
 BoltOpt = typer.Option(None, "--bolt-port", help="Bolt port [env SGAM_BOLT_PORT; default 7687]")
 HttpOpt = typer.Option(None, "--http-port", help="HTTP/Browser port [env SGAM_HTTP_PORT; default 7474]")
 VALID_AT_HELP = "Valid time: the instant the facts must hold at (ISO 8601; a date alone is midnight UTC); default now"
+MEMORY_TYPE_HELP = ("Only facts of this memory type (repeatable), e.g. preference or task_state; "
+                    "default: every type (sgam schema show lists them)")
 AS_HELP = ("The reader principal, e.g. user:mira: private facts reach only their readers; "
            "default: shared facts only; '*' = every fact (admin)")
 
@@ -408,6 +410,7 @@ def query(
     relations: str = typer.Option(None, "--relations", help="comma-separated, e.g. holds,covered_by"),
     current_only: bool = typer.Option(False, "--current-only",
                                       help="history: only the rows believed now (expired_at is null)"),
+    memory_type: list[str] = typer.Option([], "--memory-type", help=MEMORY_TYPE_HELP),
     principal: str = typer.Option(None, "--as", help=AS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON"),
     list_queries: bool = typer.Option(False, "--list", help="List the named queries"),
@@ -438,7 +441,8 @@ def query(
         values[key.strip()] = value
     shorthand = {"tenant": tenant, "subject": subject, "attribute": attribute, "valid_at": valid_at,
                  "known_at": known_at, "memory_id": memory_id, "relations": relations,
-                 "principal": principal, "current_only": current_only or None}
+                 "principal": principal, "current_only": current_only or None,
+                 "memory_types": memory_type or None}
     # An option the query does not take is an error (from bind), not silently dropped: --valid-at
     # on `current` must not answer for now as if it had been heard.
     values.update({k: v for k, v in shorthand.items() if v is not None})
@@ -639,8 +643,11 @@ def context(
     tenant: str = typer.Option(..., "--tenant", "-t"),
     subject: list[str] = typer.Option([], "--subject", "-s", help="Entity id (repeatable); default: found by name in the question"),
     attribute: list[str] = typer.Option([], "--attribute", "-a", help="Attribute in play (repeatable); default: named in the question"),
-    valid_at: str = typer.Option(None, "--valid-at", help=VALID_AT_HELP),
+    valid_at: str = typer.Option(None, "--valid-at", help=VALID_AT_HELP + "; default: a time the question names, else now"),
     as_of: str = typer.Option(None, "--as-of", hidden=True, help="Deprecated: use --valid-at"),
+    asked_at: str = typer.Option(None, "--asked-at", help="When the question was asked (ISO instant): "
+                                 "'last June' is read relative to it; default now"),
+    memory_type: list[str] = typer.Option([], "--memory-type", help=MEMORY_TYPE_HELP),
     budget: int = typer.Option(800, "--budget", help="Token budget; the exact facts must fit"),
     expand: bool = typer.Option(None, "--expand/--no-expand", help="Require / skip vector expansion; default: use it when installed"),
     as_json: bool = typer.Option(False, "--json", help="Print the structured context as JSON"),
@@ -650,7 +657,8 @@ def context(
     when = _renamed(valid_at, as_of, "--valid-at")
     with MemoryGraph.connect(bootstrap=False) as graph:
         result = graph.context(tenant, question, subjects=subject or None, attributes=attribute or None,
-                               valid_at=when, budget_tokens=budget, expand=expand, principal=principal)
+                               valid_at=when, budget_tokens=budget, expand=expand, principal=principal,
+                               asked_at=_instant(asked_at, "--asked-at"), memory_types=memory_type or None)
     if as_json:
         console.print_json(result.model_dump_json())
         return

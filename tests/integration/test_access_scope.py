@@ -145,7 +145,7 @@ def sweep(graph: MemoryGraph, tenant: str, principal: str | None, marker: str,
         "attribute": None, "threshold": 1.0, "days": 0, "status": None, "customer": None, "hops": 2,
         "relations": None, "subjects": subjects, "limit": 50, "episodes": episodes, "k": 50,
         "fetch": 10000, "min_score": 0.5, "vector": embedder.vector(embedder.axis), "text": "tok* OR ep*",
-        "principal": principal,
+        "principal": principal, "valid_from": EPOCH, "valid_to": now + timedelta(days=1),
     }
     for query in load_queries().values():
         declared = {p.name for p in query.params}

@@ -258,3 +258,45 @@ def test_a_numpy_question_vector_is_accepted() -> None:
                                              question_vector=np.full(384, 0.25, dtype=np.float32)))
     knn = [s for s in statements if "db.index.vector.queryNodes" in s.query]
     assert knn and knn[0].params["vector"] == [0.25] * 384
+
+
+# -- freshness: how old each fact is, when it was last confirmed ------------------------------
+
+def confirmed(f: Fact, when: datetime) -> Fact:
+    return f.model_copy(update={"last_confirmed_at": when})
+
+
+@pytest.mark.parametrize(("f", "now", "expected"), [
+    (confirmed(NEW, utc(2026, 6, 29)), utc(2026, 7, 1),
+     "(since 2026-06-10, 3 weeks; confirmed 2 days ago)"),
+    (NEW, utc(2026, 6, 10, 0, 0, 30), "(since 2026-06-10, under a minute; confirmed just now)"),
+    (confirmed(NEW, utc(2026, 6, 10, 5)), utc(2026, 6, 10, 12), "(since 2026-06-10, 12 hours; confirmed 7 hours ago)"),
+    (NEW, utc(2027, 1, 10), "(since 2026-06-10, 7 months; confirmed 7 months ago)"),   # recorded_at stands in
+    (NEW, utc(2029, 6, 11), "(since 2026-06-10, 3 years; confirmed 3 years ago)"),
+    (OLD, utc(2026, 6, 20), "(2026-05-20 to 2026-06-10, ended 10 days ago; confirmed 4 weeks ago)"),
+    (fact("m-next", "Porto", utc(2026, 9, 1), attribute="home_city"), utc(2026, 8, 1),
+     "(from 2026-09-01, in 4 weeks; confirmed 1 day ago)"),
+])
+def test_freshness_says_how_old_a_fact_is_and_when_it_was_confirmed(f: Fact, now: datetime, expected: str) -> None:
+    if f.memory_id == "m-next":   # recorded a day before now, ahead of its valid_from
+        f = f.model_copy(update={"recorded_at": utc(2026, 7, 31)})
+    assert ctx.freshness(f, now) == expected
+
+
+def test_every_fact_line_carries_its_age_within_the_budget() -> None:
+    now = utc(2026, 7, 1)
+    facts = [confirmed(NEW, utc(2026, 6, 29))]
+    evidence = ctx.build_evidence(seed_expansion(), {"m-new"}, {("mira", "passport_deadline")}, now=now)
+    plain = assemble(facts, [], 1000)
+    aged = ctx.assemble(tenant="t", question="When is Mira's passport deadline?", as_of=now, current=True,
+                        subjects=["mira"], attributes=["passport_deadline"], facts=facts, evidence=evidence,
+                        budget_tokens=1000, now=now)
+    assert "(since 2026-06-10, 3 weeks; confirmed 2 days ago)" in aged.facts[0].line
+    assert all("confirmed" in e.line for e in aged.evidence if e.kind == "fact")
+    assert aged.tokens <= 1000 and ctx.approx_tokens(aged.facts[0].line) > ctx.approx_tokens(plain.facts[0].line)
+    # the budget still holds every exact line, age included, or refuses
+    needed = sum(ctx.approx_tokens(line) for line in aged.text.splitlines()[:3])
+    with pytest.raises(ctx.ContextBudgetExceeded):
+        ctx.assemble(tenant="t", question="When is Mira's passport deadline?", as_of=now, current=True,
+                     subjects=["mira"], attributes=["passport_deadline"], facts=facts, evidence=[],
+                     budget_tokens=needed - 1, now=now)
