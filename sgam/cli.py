@@ -139,11 +139,18 @@ def neo4j_status(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int 
 
 @schema_app.command("show")
 @friendly
-def schema_show(schema: str = typer.Argument("default", help="A shipped schema name or a YAML/JSON file")) -> None:
+def schema_show(schema: str = typer.Argument("default", help="A shipped schema name or a YAML/JSON file"),
+                markdown: bool = typer.Option(False, "--markdown",
+                                              help="Print only the attributes of each entity type, "
+                                                   "as a Markdown table")) -> None:
     """List a schema's entity types, attributes and retention classes."""
     from sgam.graph.schema import load_schema
+    from sgam.tables import attribute_table
 
     loaded = load_schema(schema)
+    if markdown:
+        typer.echo(attribute_table(loaded))
+        return
     console.print(f"{loaded.name} v{loaded.version}: entity types {', '.join(loaded.entity_types)}")
     table = Table(title="attributes", title_justify="left")
     for column in ("name", "value type", "cardinality", "subjects", "memory type", "retention"):
