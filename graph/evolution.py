@@ -43,6 +43,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from .errors import SchemaViolation
+from .models import shown
 from .schema import RenameRelationStep, RenameStep, RetypeStep, Schema, SplitStep, quote_identifier
 from .schema_diff import diff
 from .transforms import splitter, upcaster
@@ -508,7 +509,7 @@ def check_values(step: PlannedStep, new: Schema, values: list[Any]) -> None:
         try:
             convert_value(step, new, native(value))
         except Exception as exc:  # noqa: BLE001 - any failure of a user function is reported
-            failures.append(f"{native(value)!r} ({exc})")
+            failures.append(f"{shown(native(value))} ({exc})")
     if failures:
         raise SchemaViolation(
             f"migration step {step.label} cannot convert {len(failures)} stored value(s) of "

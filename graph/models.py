@@ -188,11 +188,21 @@ def check_value(value: Any, field: str = "value") -> Any:
 
 def shown(value: Any) -> str:
     """``repr(value)`` cut short for a message: long strings, deep or large containers and huge
-    integers are abridged (and never recurse without bound)."""
+    integers are abridged (and never recurse without bound); a date or time is its ISO form
+    (``1991-03-13``, not ``datetime.date(1991, 3, 13)``), also inside a container."""
     return _SHORT.repr(value)
 
 
-_SHORT = reprlib.Repr()
+class _MessageRepr(reprlib.Repr):
+    def repr1(self, x: Any, level: int) -> str:
+        if isinstance(x, (date, datetime)):
+            return x.isoformat()
+        if callable(getattr(x, "iso_format", None)):  # neo4j.time values, as a read returns them
+            return str(x.iso_format())
+        return super().repr1(x, level)
+
+
+_SHORT = _MessageRepr()
 _SHORT.maxstring = 80
 _SHORT.maxother = 80
 _SHORT.maxlong = 40

@@ -50,7 +50,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, NotAllowed, NotFound
-from .models import Cardinality, Fact, MemoryDelta, Op, Status, require_aware
+from .models import Cardinality, Fact, MemoryDelta, Op, Status, require_aware, shown
 from .schema import AttributeSpec, Schema
 
 DEFAULT_MAX_FUTURE = timedelta(days=36_500)
@@ -456,7 +456,7 @@ def reconcile(
         return _confirm(slot, pending, delta, vkey)
     if delta.op is Op.RETRACT and candidate is not None:
         return replace(base, outcome="withdrawn", expire=(candidate.memory_id,), statements=seeded,
-                       message=f"candidate {candidate.memory_id} (value {candidate.value!r}) withdrawn")
+                       message=f"candidate {candidate.memory_id} (value {shown(candidate.value)}) withdrawn")
     if delta.op is not Op.RETRACT and spec.gated and not slot.holds(vkey, delta.valid_from):
         return _propose(slot, pending, candidate, delta, value, vkey)
     point = Point(
@@ -503,7 +503,7 @@ def _checked_replaces(delta: MemoryDelta, schema: Schema, spec: AttributeSpec,
         )
     replaces, replaces_key = schema.coerce(delta.attribute, delta.replaces)
     if replaces_key == vkey:
-        raise InvalidDelta(f"'replaces' names the same member as value ({delta.value!r}): "
+        raise InvalidDelta(f"'replaces' names the same member as value ({shown(delta.value)}): "
                            "a correction replaces a wrong member by another one")
     return replaces, replaces_key
 
@@ -601,7 +601,7 @@ class _Slot:
         # A row known by its outline has no value: the statements have it.
         value = held.value if "value" in vars(held) else next(
             (p.value for p in self.points if p.value_key == held.value_key), None)
-        return f"{outcome}; previous version {held.memory_id} (value {value!r})"
+        return f"{outcome}; previous version {held.memory_id} (value {shown(value)})"
 
     def _outcome(self, point: Point, held: Fact | None, changed: bool, supported: bool) -> str:
         if not changed:
@@ -694,7 +694,7 @@ def _confirm(slot: _Slot, pending: list[Fact], delta: MemoryDelta, vkey: str) ->
     # A private attribute's pending values are shown only to an actor who may read them.
     readers = spec.visible_to(delta.subject)
     if readers is None or delta.asserted_by in readers:
-        listed = ", ".join(repr(r.value) for r in pending) or "none"
+        listed = ", ".join(shown(r.value) for r in pending) or "none"
     else:
         listed = f"{len(pending)} (private: values shown to {', '.join(readers)} only)"
     if waiting:
@@ -704,7 +704,7 @@ def _confirm(slot: _Slot, pending: list[Fact], delta: MemoryDelta, vkey: str) ->
     if vkey and held is not None and held.value_key == vkey:
         return replace(slot.base, outcome="supported", support=(held.memory_id,), statements=slot.seeded,
                        message="the value is already confirmed; its support grew")
-    asked = f"with value {delta.value!r} " if vkey else ""
+    asked = f"with value {shown(delta.value)} " if vkey else ""
     raise NotFound(f"no candidate {asked}is pending for {where}; pending candidates: {listed}")
 
 
@@ -725,10 +725,10 @@ def _promote(slot: _Slot, candidate: Fact, withdrawn: tuple[str, ...],
     how = f"confirmed by {confirmer}" if confirmer else (
         f"{len(candidate.support_episodes)} distinct episodes")
     readers = slot.spec.visible_to(candidate.subject)
-    shown = "" if readers is not None and confirmer not in readers else f" (value {candidate.value!r})"
+    named = "" if readers is not None and confirmer not in readers else f" (value {shown(candidate.value)})"
     return replace(plan, outcome="promoted",
                    expire=(*withdrawn, *plan.expire, candidate.memory_id),
-                   message=f"candidate {candidate.memory_id}{shown} promoted, {how}; {plan.outcome}")
+                   message=f"candidate {candidate.memory_id}{named} promoted, {how}; {plan.outcome}")
 
 
 def _checked_value(delta: MemoryDelta, schema: Schema) -> tuple[Any, str]:

@@ -43,10 +43,10 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from sgam.graph.episodes import Recorded
-from sgam.graph.errors import ExtractionError, SgamError, StoreUnavailable, validation_problems
+from sgam.graph.errors import ExtractionError, InvalidDelta, SgamError, StoreUnavailable, validation_problems
 from sgam.graph.models import ALL_PRINCIPALS, Episode, EpisodeKind, MemoryDelta
 from sgam.graph.schema import Schema
-from sgam.graph.writes import BatchResult, Records, Statement, native
+from sgam.graph.writes import BatchResult, DeltaResult, Records, Statement, native
 
 from . import quarantine as q
 from .extract import REFUSED_KEY, CurrentState, Extractor, RawCandidate, implied_fields
@@ -198,9 +198,18 @@ def record(graph: Graph, episode: Episode, *, queue: bool = False) -> tuple[Epis
 
 
 def ingest(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (), *,
-           deltas: Iterable[Mapping[str, Any] | MemoryDelta] = ()) -> IngestReport:
+           deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (), strict: bool = False) -> IngestReport:
     """Record ``episode`` and process it now (see the module docstring); ``deltas`` are the
-    agent's own candidates (the :class:`StructuredDeltas` extractor)."""
+    agent's own candidates (the :class:`StructuredDeltas` extractor).
+
+    ``strict``: a given delta that is not valid, or that the schema or reconciliation refuses, is
+    raised as ``write()`` raises it (:class:`~sgam.graph.errors.InvalidDelta`,
+    :class:`~sgam.graph.errors.SchemaViolation`, ...) instead of being quarantined, and no delta
+    of the episode is written (the given ones in one transaction, before the extractors'
+    candidates). The raw episode stays recorded (status ``recorded``), so ingesting it again with
+    corrected deltas finds it. A transient failure is raised too instead of queueing the episode,
+    since a worker could only quarantine what the caller must hear about.
+    """
     given = episode.id
     episode, recorded = record(graph, episode)
     extractors = list(extractors)
@@ -209,9 +218,9 @@ def ingest(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (),
     if given_deltas is not None:
         extractors.insert(0, given_deltas)
     try:
-        return process(graph, episode, extractors, recorded=recorded.outcome)
+        return process(graph, episode, extractors, recorded=recorded.outcome, strict=strict)
     except SgamError as exc:
-        if not exc.transient:
+        if strict or not exc.transient:
             raise
         return defer(graph, episode, given_deltas.deltas if given_deltas else None, exc, recorded.outcome)
 
@@ -252,18 +261,21 @@ def stored_deltas(text: str | None) -> list[dict[str, Any]]:
 
 
 def submit(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (), *,
-           deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (), remember: bool = False) -> IngestReport:
-    """Process now (direct deltas, ``remember``, or an explicit "remember ..." message) or queue."""
+           deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (), remember: bool = False,
+           strict: bool = False) -> IngestReport:
+    """Process now (direct deltas, ``remember``, or an explicit "remember ..." message) or queue;
+    ``strict`` as for :func:`ingest` (a queued episode has no caller to raise to: it is ignored)."""
     deltas = list(deltas)
     if deltas or remember or is_explicit_memory(episode):
-        return ingest(graph, episode, extractors, deltas=deltas)
+        return ingest(graph, episode, extractors, deltas=deltas, strict=strict)
     stored, recorded = record(graph, episode, queue=True)
     return IngestReport(stored.tenant_id, stored.id, recorded.outcome, queued=True)
 
 
 def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
-            recorded: str = "existing", mark_done: bool = True) -> IngestReport:
-    """Run steps 2-6 on an episode that is already stored under ``episode.id``."""
+            recorded: str = "existing", mark_done: bool = True, strict: bool = False) -> IngestReport:
+    """Run steps 2-6 on an episode that is already stored under ``episode.id``; ``strict`` as
+    for :func:`ingest`."""
     now = graph.clock()
     mentions, current = graph.store.transact(lambda: _link_steps(episode, now))
     entries: list[q.QuarantineEntry] = []
@@ -278,19 +290,39 @@ def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
             continue
         candidates.extend((extractor.name, c) for c in raw)
     valid, refused = validate(episode, candidates)
+    given: list[DeltaResult] = []
+    if strict:
+        given, valid = _write_given(graph, episode, valid, refused)
     entries.extend(refused)
     result, write_refused = write(graph, episode, valid)
     entries.extend(write_refused)
     graph.store.transact(lambda: q.store_steps(entries, now, graph.schema))
+    results = [*given, *result.results]
     report = IngestReport(
         episode.tenant_id, episode.id, recorded, candidates=len(candidates),
-        outcomes=Counter(r.outcome for r in result.results if r.ok),
-        memory_ids=tuple(m for r in result.results for m in r.memory_ids),
+        outcomes=Counter(r.outcome for r in results if r.ok),
+        memory_ids=tuple(m for r in results for m in r.memory_ids),
         quarantined=tuple(entries), mentions=tuple(mentions),
     )
     if mark_done:
         graph.store.transact(lambda: _done_steps(episode, now, report.written, len(entries)))
     return report
+
+
+def _write_given(graph: Graph, episode: Episode, valid: list[tuple[str, dict[str, Any], MemoryDelta]],
+                 refused: Sequence[q.QuarantineEntry]
+                 ) -> tuple[list[DeltaResult], list[tuple[str, dict[str, Any], MemoryDelta]]]:
+    """A strict ingest's given deltas, all or none: the first one that is not valid is raised
+    before anything is written, and the valid ones are written in one atomic ``write_many``
+    (which raises the first refusal and writes nothing). Returns their results and the
+    extractors' candidates, which go on as usual."""
+    for entry in refused:
+        if entry.extractor == StructuredDeltas.name:
+            raise InvalidDelta(f"{entry.reason} (strict ingest of episode {episode.id}: "
+                               "no delta was written)")
+    given = [delta for name, _, delta in valid if name == StructuredDeltas.name]
+    results = list(graph.write_many(given, atomic=True).results) if given else []
+    return results, [v for v in valid if v[0] != StructuredDeltas.name]
 
 
 def _extract_entry(episode: Episode, extractor: str, exc: ExtractionError) -> q.QuarantineEntry:

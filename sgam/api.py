@@ -662,17 +662,19 @@ class MemoryGraph(_Queries):
 
     def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                extractors: Sequence[Extractor] | None = None, remember: bool = False,
-               **fields: Any) -> IngestReport:
+               strict: bool = False, **fields: Any) -> IngestReport:
         """Record an episode and run the ingest pipeline on it (``sgam.ingest.pipeline``).
 
         Real time when the agent gives ``deltas``, says ``remember=True`` or the message starts
         with "remember": written before this returns. Anything else is queued for ``sgam worker``
         (``report.queued``). ``extractors`` default to the event mapping; candidates that fail
-        validation go to the quarantine (``report.quarantined``).
+        validation go to the quarantine (``report.quarantined``). With ``strict=True`` a given
+        delta that :meth:`write` would refuse raises that error instead, and none of the given
+        deltas is written; the raw episode stays recorded (``sgam.ingest.pipeline.ingest``).
         """
         episode = model_arg(episode, Episode, fields)
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        return submit(self, episode, chosen, deltas=deltas, remember=remember)
+        return submit(self, episode, chosen, deltas=deltas, remember=remember, strict=strict)
 
     def quarantine(self, tenant: str, *, status: str | None = "open",
                    principal: str | None = None) -> list[QuarantineEntry]:
@@ -957,14 +959,14 @@ class AsyncMemoryGraph(_Queries):
 
     async def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                      extractors: Sequence[Extractor] | None = None, remember: bool = False,
-                     **fields: Any) -> IngestReport:
+                     strict: bool = False, **fields: Any) -> IngestReport:
         """:meth:`MemoryGraph.ingest` on asyncio: the same pipeline, with extractors (which may call a
         model and block) in a thread and every Cypher statement on this graph's async driver."""
         episode = model_arg(episode, Episode, fields)
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
         deltas = list(deltas)
         return await self._in_thread(lambda graph: submit(graph, episode, chosen, deltas=deltas,
-                                                          remember=remember))
+                                                          remember=remember, strict=strict))
 
     async def quarantine(self, tenant: str, *, status: str | None = "open",
                          principal: str | None = None) -> list[QuarantineEntry]:

@@ -44,7 +44,10 @@ from sgam.queries.loader import get_query, load_queries
 from .api import MemoryGraph, instant_arg
 from .settings import Settings
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+# Plain help (typer's documented rich_markup_mode=None, for every sub-app too): typer 0.29's Rich
+# help panel prints a type after every option, "<bool>" after flags that take no value, where its
+# plain formatter leaves flags bare (tests/unit/test_cli_help.py).
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   help="SGAM: schema-guided, bitemporal agent memory on Neo4j.")
 neo4j_app = typer.Typer(no_args_is_help=True, help="Run the local Neo4j server (no Docker needed).")
 app.add_typer(neo4j_app, name="neo4j")
@@ -168,11 +171,18 @@ def neo4j_status(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int 
 
 @schema_app.command("show")
 @friendly
-def schema_show(schema: str = typer.Argument("default", help="A shipped schema name or a YAML/JSON file")) -> None:
+def schema_show(schema: str = typer.Argument("default", help="A shipped schema name or a YAML/JSON file"),
+                markdown: bool = typer.Option(False, "--markdown",
+                                              help="Print only the attributes of each entity type, "
+                                                   "as a Markdown table")) -> None:
     """List a schema's entity types, attributes and retention classes."""
     from sgam.graph.schema import load_schema
+    from sgam.tables import attribute_table
 
     loaded = load_schema(schema)
+    if markdown:
+        typer.echo(attribute_table(loaded))
+        return
     console.print(f"{loaded.name} v{loaded.version}: entity types {', '.join(loaded.entity_types)}")
     table = Table(title="attributes", title_justify="left")
     for column in ("name", "value type", "cardinality", "subjects", "memory type", "retention"):
@@ -401,12 +411,12 @@ def _print_table(name: str, records: list[dict[str, Any]]) -> None:
 def query(
     name: str = typer.Argument(None, help="Query name; see --list"),
     param: list[str] = typer.Option([], "--param", "-p", help="key=value (repeatable)"),
-    tenant: str = typer.Option(None, "--tenant", "-t"),
-    subject: str = typer.Option(None, "--subject", "-s"),
-    attribute: str = typer.Option(None, "--attribute", "-a"),
+    tenant: str = typer.Option(None, "--tenant", "-t", help="The tenant (a query's $tenant)"),
+    subject: str = typer.Option(None, "--subject", "-s", help="The entity id (a query's $subject)"),
+    attribute: str = typer.Option(None, "--attribute", "-a", help="The attribute (a query's $attribute)"),
     valid_at: str = typer.Option(None, "--valid-at", help="ISO instant; a date alone is midnight UTC"),
     known_at: str = typer.Option(None, "--known-at", help="ISO instant: what we believed then"),
-    memory_id: str = typer.Option(None, "--memory-id"),
+    memory_id: str = typer.Option(None, "--memory-id", help="A fact version's id (provenance's $memory_id)"),
     relations: str = typer.Option(None, "--relations", help="comma-separated, e.g. holds,covered_by"),
     current_only: bool = typer.Option(False, "--current-only",
                                       help="history: only the rows believed now (expired_at is null)"),
@@ -544,7 +554,7 @@ def doctor(
 @app.command()
 @friendly
 def purge(
-    tenant: str = typer.Option(..., "--tenant", "-t"),
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
     now: str = typer.Option(None, "--now", help="Purge as if at this instant (ISO; default now)"),
 ) -> None:
     """Remove facts whose retention expired, in bounded batches, and report what went."""
@@ -565,7 +575,7 @@ def purge(
 @app.command()
 @friendly
 def forget(
-    tenant: str = typer.Option(..., "--tenant", "-t"),
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
     subject: str = typer.Option(..., "--subject", "-s", help="The entity id to erase"),
     yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be erased and change nothing"),
@@ -618,7 +628,7 @@ def _literal(text: str | None) -> Any:
 @app.command()
 @friendly
 def confirm(
-    tenant: str = typer.Option(..., "--tenant", "-t"),
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
     subject: str = typer.Option(..., "--subject", "-s", help="The entity the candidate is about"),
     attribute: str = typer.Option(..., "--attribute", "-a", help="The attribute of the candidate"),
     value: str = typer.Argument(None, help="The candidate value; may be left out when only one is pending"),
@@ -640,7 +650,7 @@ def confirm(
 @friendly
 def context(
     question: str = typer.Argument(..., help="The question the context is for"),
-    tenant: str = typer.Option(..., "--tenant", "-t"),
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
     subject: list[str] = typer.Option([], "--subject", "-s", help="Entity id (repeatable); default: found by name in the question"),
     attribute: list[str] = typer.Option([], "--attribute", "-a", help="Attribute in play (repeatable); default: named in the question"),
     valid_at: str = typer.Option(None, "--valid-at", help=VALID_AT_HELP + "; default: a time the question names, else now"),
@@ -673,7 +683,7 @@ def context(
 @app.command()
 @friendly
 def embed(
-    tenant: str = typer.Option(..., "--tenant", "-t"),
+    tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
     batch: int = typer.Option(64, "--batch", help="Nodes embedded and written per transaction"),
     model: str = typer.Option(None, "--model", help="Model name or folder [env SGAM_EMBEDDING_MODEL; default all-MiniLM-L6-v2]"),
 ) -> None:
@@ -761,7 +771,7 @@ def bench_baseline(
     facts: int = typer.Option(100_000, help="Facts to write"),
     subjects: int = typer.Option(10_000, help="Subjects they are about"),
     lookups: int = typer.Option(2_000, help="Timed lookups per query kind"),
-    seed: int = typer.Option(7),
+    seed: int = typer.Option(7, help="Random seed of the generated data (same seed, same data)"),
     out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON result goes"),
 ) -> None:
     """Write throughput and lookup latency at one size, each next to a raw-Cypher baseline."""
@@ -791,7 +801,7 @@ def bench_scale(
     lookups: int = typer.Option(300, help="Timed calls per operation and size"),
     graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
                                   help="Graphiti search latency too [default: at sizes up to 10k]"),
-    seed: int = typer.Option(7),
+    seed: int = typer.Option(7, help="Random seed of the generated data (same seed, same data)"),
     out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
     keep: bool = typer.Option(False, "--keep", help="Leave the last size's tenant in the database"),
 ) -> None:
@@ -809,7 +819,7 @@ def bench_scale(
 @friendly
 def bench_replay(
     size: str = typer.Option("smoke", help="smoke | small | large"),
-    seed: int = typer.Option(7),
+    seed: int = typer.Option(7, help="Random seed of the generated data (same seed, same data)"),
     out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
     graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
                                   help="Include Graphiti (graphiti-core, extra 'graphiti') [default: "

@@ -28,7 +28,7 @@ ActorOpt = typer.Option(None, "--actor", help="Who deletes, kept in the deletion
 ReasonOpt = typer.Option(None, "--reason", help="Why, kept in the deletion record (not what was deleted)")
 YesOpt = typer.Option(False, "--yes", help="Do not ask for confirmation")
 JsonOpt = typer.Option(False, "--json", help="Print the report as JSON")
-TenantOpt = typer.Option(..., "--tenant", "-t")
+TenantOpt = typer.Option(..., "--tenant", "-t", help="The tenant")
 
 # What a report lists, in print order: (count name, the report's field of ids, label).
 _LINES = (("facts", "memory_ids", "fact versions"), ("candidates", "candidates", "of them pending candidates"),
@@ -81,7 +81,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, jsonable: 
         tenant: str = TenantOpt,
         memory_id: str = typer.Option(None, "--memory-id", "-m", help="One fact version (from history or current)"),
         subject: str = typer.Option(None, "--subject", "-s", help="With --attribute: the slot's whole history"),
-        attribute: str = typer.Option(None, "--attribute", "-a"),
+        attribute: str = typer.Option(None, "--attribute", "-a", help="With --subject: the slot's attribute"),
         dry_run: bool = DryRunOpt, actor: str = ActorOpt, reason: str = ReasonOpt, yes: bool = YesOpt,
         as_json: bool = JsonOpt,
     ) -> None:

@@ -89,7 +89,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     @friendly
     def ingest_command(
         files: list[Path] = typer.Argument(..., help="Documents, or JSONL files of episodes (see the README)"),
-        tenant: str = typer.Option(..., "--tenant", "-t"),
+        tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
         kind: EpisodeKind = typer.Option(EpisodeKind.MESSAGE, "--kind", "-k",
                                          help="message, tool_result or event (JSONL), or document (whole files)"),
         actor: str = typer.Option(None, "--actor", help="Speaker/source for episodes that name none"),
@@ -148,7 +148,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     def import_graphiti_command(
         mapping: Path = typer.Option(..., "--mapping", "-m", exists=True, dir_okay=False,
                                      help="Mapping YAML (see graph/schemas/graphiti-mapping.yaml)"),
-        tenant: str = typer.Option(..., "--tenant", "-t"),
+        tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
         group_id: list[str] = typer.Option([], "--group-id", "-g",
                                            help="Graphiti group_id to import (repeatable) [default: all]"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Read and map, write nothing"),
@@ -216,9 +216,9 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
 
     @queue_app.command("status")
     @friendly
-    def queue_status(tenant: str = typer.Option(..., "--tenant", "-t"),
+    def queue_status(tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
                      principal: str = ReaderOpt,
-                     as_json: bool = typer.Option(False, "--json")) -> None:
+                     as_json: bool = typer.Option(False, "--json", help="Print as JSON")) -> None:
         """Episodes by status, the oldest waiting one, and dead-letter errors (query `queue`)."""
         with MemoryGraph.connect(bootstrap=False) as graph:
             records = graph.query("queue", tenant=tenant, principal=principal)
@@ -229,7 +229,7 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
 
     @queue_app.command("retry")
     @friendly
-    def queue_retry(tenant: str = typer.Option(..., "--tenant", "-t")) -> None:
+    def queue_retry(tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant")) -> None:
         """Put every dead-lettered (failed) episode of the tenant back in the queue."""
         from sgam.ingest.queue import requeue_failed_steps
 
@@ -240,10 +240,10 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     @quarantine_app.command("list")
     @friendly
     def quarantine_list(
-        tenant: str = typer.Option(..., "--tenant", "-t"),
+        tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
         status: str = typer.Option("open", "--status", help="open, resolved or all"),
         principal: str = ReaderOpt,
-        as_json: bool = typer.Option(False, "--json"),
+        as_json: bool = typer.Option(False, "--json", help="Print as JSON"),
     ) -> None:
         """Refused candidates with the reason, the stage that refused them and their episode."""
         with MemoryGraph.connect(bootstrap=False) as graph:
@@ -260,10 +260,10 @@ def register(app: typer.Typer, friendly: Any, console: Any, err: Any, instant: A
     @quarantine_app.command("replay")
     @friendly
     def quarantine_replay(
-        tenant: str = typer.Option(..., "--tenant", "-t"),
+        tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant"),
         schema: str = SchemaOpt, extractor: list[str] = ExtractorOpt, events: Path = EventsOpt,
         principal: str = ReaderOpt,
-        as_json: bool = typer.Option(False, "--json"),
+        as_json: bool = typer.Option(False, "--json", help="Print as JSON"),
     ) -> None:
         """Re-validate open entries against the (new) schema and rules; write and resolve those that pass.
 

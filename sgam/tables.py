@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import date, datetime, timezone
 from typing import Any
 
+from sgam.graph.schema import AttributeSpec, Schema
 from sgam.graph.writes import native
 
 Row = dict[str, Any]
@@ -185,3 +186,24 @@ def unbroken(columns: list[str], rows: list[list[str]], width: int) -> list[bool
     whole = [all(" " not in row[i] for row in rows) for i in range(len(columns))]
     need = sum(longest_word(i) for i in range(len(columns))) + 3 * len(columns) + 1
     return whole if need <= width else [False] * len(columns)
+
+
+def attribute_table(schema: Schema) -> str:
+    """The attributes each entity type of ``schema`` may carry, as a Markdown table (the README's
+    table is this one for the shipped schema: ``sgam schema show --markdown``)."""
+    lines = ["| entity type | attributes |", "|---|---|"]
+    for entity_type in schema.entity_types:
+        cells = [f"`{name}` {_kind(spec)}" for name, spec in sorted(schema.attributes.items())
+                 if entity_type in spec.subject_types]
+        lines.append(f"| {entity_type} | {', '.join(cells) or '(none)'} |")
+    return "\n".join(lines)
+
+
+def _kind(spec: AttributeSpec) -> str:
+    """'date', 'enum: email/phone', '-> Account, many', 'date, private'."""
+    kind = f"-> {spec.target}" if spec.value_type == "entity" else str(spec.value_type)
+    if spec.values:
+        kind += ": " + "/".join(spec.values)
+    notes = [kind] + (["many"] if spec.cardinality.value == "many" else []) + (
+        ["private"] if spec.visibility == "private" else [])
+    return "(" + ", ".join(notes) + ")"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sgam import Conflict, ExtractionError, InvalidDelta, MemoryGraph, StoreUnavailable
+from sgam import Conflict, ExtractionError, InvalidDelta, MemoryGraph, SchemaViolation, StoreUnavailable
 from sgam.cli import app
 from sgam.graph.models import MAX_EPISODE_BYTES, Episode
 from sgam.graph.schema import Schema, default_schema
@@ -608,3 +608,43 @@ def test_two_workers_share_the_queue_without_double_processing(graph: MemoryGrap
         "MATCH (e:Episode {tenant_id: $t}) RETURN e.id AS id, e.occurred_at AS at", {"t": tenant})}
     seen = [occurred[episode] for _, episode in handled]
     assert seen == sorted(seen)
+
+
+def test_strict_ingest_raises_what_write_raises_and_writes_nothing(graph: MemoryGraph,
+                                                                   clean: str) -> None:
+    tenant = clean
+    said = ep.message(tenant, "My passport deadline is 2026-07-15 and I wear size 42 shoes.",
+                      speaker="user:mira", occurred_at=utc(2026, 5, 20, 9))
+    good = {"subject": "mira", "attribute": "passport_deadline", "value": "2026-07-15"}
+    unknown = {"subject": "mira", "attribute": "shoe_size", "value": 42}
+    recorded = graph.record_episode(said)
+    # What write() raises for the attribute the schema does not know ...
+    with pytest.raises(SchemaViolation) as by_write:
+        graph.write(tenant_id=tenant, source_episode_id=recorded.id, subject_type="Person",
+                    valid_from=said.occurred_at, **unknown)
+    # ... a strict ingest raises too, after the valid delta in the same call: nothing is written.
+    with pytest.raises(type(by_write.value)) as by_ingest:
+        graph.ingest(said, deltas=[good, unknown], strict=True)
+    assert isinstance(by_ingest.value, type(by_write.value))
+    assert "shoe_size" in str(by_ingest.value)
+    assert graph.current(tenant, "mira") == []
+    assert list_quarantine(graph, tenant, status=None, principal="*") == []
+    assert statuses(graph, tenant) == {"recorded": 1}  # the raw episode is kept
+    # A delta that is not valid at all is InvalidDelta, as for write(); still nothing written.
+    with pytest.raises(InvalidDelta, match="value"):
+        graph.ingest(said, deltas=[good, {"subject": "mira", "attribute": "passport_deadline"}],
+                     strict=True)
+    with pytest.raises(InvalidDelta, match="tenant"):
+        graph.ingest(said, deltas=[{**good, "tenant_id": "elsewhere"}], strict=True)
+    assert graph.current(tenant, "mira") == []
+    assert list_quarantine(graph, tenant, status=None, principal="*") == []
+    # Corrected, the same episode (found by its content) is written and done.
+    report = graph.ingest(said, deltas=[good], strict=True)
+    assert report.episode_id == recorded.id and report.written == 1 and not report.quarantined
+    assert values(graph.current(tenant, "mira", "passport_deadline")) == ["2026-07-15"]
+    assert statuses(graph, tenant) == {"done": 1}
+    # Without strict the same refusal is quarantined and the call returns.
+    other = ep.message(tenant, "I wear size 42 shoes.", speaker="user:mira",
+                       occurred_at=utc(2026, 5, 21))
+    [entry] = graph.ingest(other, deltas=[unknown]).quarantined
+    assert entry.stage == "write" and entry.error == type(by_write.value).__name__
