@@ -119,6 +119,16 @@ REPLAY_REFUSALS = Migration(
     ),
 )
 
+# Deletion records (graph/deletion.py) are found per tenant: the doctor's deletion checks, and a
+# read telling a deleted tenant from one that never existed. (0010 is the quarantine readers'
+# one-off backfill, recorded by graph/store.py.)
+DELETION_RECORDS = Migration(
+    "0011-deletion-records",
+    (
+        "CREATE INDEX sgam_deletion_tenant IF NOT EXISTS FOR (d:Deletion) ON (d.tenant_id)",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -157,7 +167,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS]
+            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -79,6 +79,7 @@ SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.
 KNOWN = """
 RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episode {tenant_id: $tenant}) }
        OR EXISTS { MATCH (:Tombstone {tenant_id: $tenant}) } OR EXISTS { MATCH (:Quarantine {tenant_id: $tenant}) }
+       OR EXISTS { MATCH (:Deletion {tenant_id: $tenant}) }
        AS tenant,
        [s IN $subjects WHERE NOT EXISTS { MATCH (:Entity {tenant_id: $tenant, id: s}) } |
         {subject: s, forgotten_at: COLLECT { MATCH (t:Tombstone {tenant_id: $tenant, subject: s})
@@ -251,15 +252,15 @@ class _Queries:
         from the :data:`KNOWN` answer; return when the tenant and the subjects exist."""
         [row] = records
         if not row["tenant"]:
-            raise UnknownTenant(f"tenant {tenant!r} holds nothing (no entities, episodes or tombstones): "
-                                "check the tenant id")
+            raise UnknownTenant(f"tenant {tenant!r} holds nothing and never did (no entities, episodes, "
+                                "tombstones or deletion records): check the tenant id")
         for missing in row["missing"]:
             if missing["forgotten_at"] is not None:
                 raise ForgottenSubject(
                     f"subject {missing['subject']!r} of tenant {tenant!r} was forgotten on "
                     f"{native(missing['forgotten_at']):%Y-%m-%d %H:%M} UTC: nothing about it is kept")
-            raise UnknownSubject(f"tenant {tenant!r} has no subject {missing['subject']!r}: nothing was "
-                                 "ever stored about it (check the subject id)")
+            raise UnknownSubject(f"tenant {tenant!r} has no subject {missing['subject']!r} stored (never, "
+                                 "or its last facts were deleted): check the subject id")
 
     def _context_known(self, tenant: str, subjects: str | Sequence[str] | None) -> tuple[str, dict[str, Any]]:
         """:data:`KNOWN` for a context whose answer is empty (its tenant and the subjects given)."""

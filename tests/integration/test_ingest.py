@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sgam import Conflict, ExtractionError, InvalidDelta, MemoryGraph, SchemaViolation, StoreUnavailable
+from sgam import (
+    Conflict, ExtractionError, InvalidDelta, MemoryGraph, SchemaViolation, StoreUnavailable, UnknownSubject,
+)
 from sgam.cli import app
 from sgam.graph.models import MAX_EPISODE_BYTES, Episode
 from sgam.graph.schema import Schema, default_schema
@@ -627,7 +629,8 @@ def test_strict_ingest_raises_what_write_raises_and_writes_nothing(graph: Memory
         graph.ingest(said, deltas=[good, unknown], strict=True)
     assert isinstance(by_ingest.value, type(by_write.value))
     assert "shoe_size" in str(by_ingest.value)
-    assert graph.current(tenant, "mira") == []
+    with pytest.raises(UnknownSubject):  # nothing of mira was written
+        graph.current(tenant, "mira")
     assert list_quarantine(graph, tenant, status=None, principal="*") == []
     assert statuses(graph, tenant) == {"recorded": 1}  # the raw episode is kept
     # A delta that is not valid at all is InvalidDelta, as for write(); still nothing written.
@@ -636,7 +639,8 @@ def test_strict_ingest_raises_what_write_raises_and_writes_nothing(graph: Memory
                      strict=True)
     with pytest.raises(InvalidDelta, match="tenant"):
         graph.ingest(said, deltas=[{**good, "tenant_id": "elsewhere"}], strict=True)
-    assert graph.current(tenant, "mira") == []
+    with pytest.raises(UnknownSubject):
+        graph.current(tenant, "mira")
     assert list_quarantine(graph, tenant, status=None, principal="*") == []
     # Corrected, the same episode (found by its content) is written and done.
     report = graph.ingest(said, deltas=[good], strict=True)

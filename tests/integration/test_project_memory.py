@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sgam import MemoryGraph
+from sgam import MemoryGraph, UnknownSubject
 from sgam import demo as demo_module
 from sgam.cli import app
 from sgam.graph.errors import SchemaViolation
@@ -106,7 +106,8 @@ def test_a_bad_project_event_is_quarantined(project_graph: MemoryGraph, tenant: 
                   actor="tool:tracker", content=json.dumps({"type": "task_opened", "task_id": "t1"}))
     report = project_graph.ingest(bad, extractors=[mapper], remember=True)
     assert [e.reason for e in report.quarantined] and "project_id" in report.quarantined[0].reason
-    assert project_graph.current(tenant, "t1") == []
+    with pytest.raises(UnknownSubject):  # the refused event stored nothing about t1
+        project_graph.current(tenant, "t1")
     project_graph.delete_tenant(tenant)
 
 

@@ -101,5 +101,5 @@ def test_the_command_writes_png_and_svg(env, mira: str, tmp_path: Path) -> None:
     wrong = runner.invoke(app, ["timeline", "-t", mira, "-s", "mira", "--out", str(tmp_path / "m.gif")])
     assert wrong.exit_code == 1 and ".png or .svg" in wrong.output
     nobody = runner.invoke(app, ["timeline", "-t", mira, "-s", "nobody", "--out", str(tmp_path / "n.png")])
-    assert nobody.exit_code == 2 and "no stored facts of 'nobody'" in nobody.output
+    assert nobody.exit_code == 4 and "no subject 'nobody'" in nobody.output  # exit 4: unknown subject
     assert not (tmp_path / "n.png").exists()
