@@ -284,8 +284,15 @@ class Store(_Base):
             telemetry.rows(span, records)
             return records
 
-    def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
-        """Drive a statement generator in one READ transaction (a dry run: the server refuses a write)."""
+    def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]], *,
+                traced: dict[str, Any] | None = None) -> T:
+        """Drive a statement generator in one READ transaction (a dry run: the server refuses a write).
+        ``traced``: the parameters of a read to record as a read span (a named query's)."""
+        if traced is not None:
+            with telemetry.read(traced) as span:
+                records = self.inspect(make_steps)
+                telemetry.rows(span, records)  # type: ignore[arg-type]
+                return records
         with translated(self.uri), self.driver.session(
             database=self.database, default_access_mode=neo4j.READ_ACCESS
         ) as session:
@@ -609,7 +616,13 @@ class AsyncStore(_Base):
             telemetry.rows(span, records)
             return records
 
-    async def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]]) -> T:
+    async def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]], *,
+                      traced: dict[str, Any] | None = None) -> T:
+        if traced is not None:
+            with telemetry.read(traced) as span:
+                records = await self.inspect(make_steps)
+                telemetry.rows(span, records)  # type: ignore[arg-type]
+                return records
         with translated(self.uri):
             async with self.driver.session(
                 database=self.database, default_access_mode=neo4j.READ_ACCESS

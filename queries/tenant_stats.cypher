@@ -25,5 +25,7 @@ CALL () {
   ORDER BY status
   RETURN collect(CASE WHEN episodes > 0 THEN {status: status, episodes: episodes} END) AS queue
 }
+// A tenant holding nothing gives no row, so a misspelt tenant is named, not counted as zeros.
+WITH * WHERE entities > 0 OR quarantine_total > 0 OR queue <> []
 RETURN $tenant AS tenant, entities, coalesce([r IN facts WHERE r.status = 'candidate' | r.facts][0], 0) AS candidates,
        facts, quarantine_open, quarantine_total, queue, last_write

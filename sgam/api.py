@@ -768,7 +768,7 @@ class MemoryGraph(_Queries):
         :class:`~sgam.graph.errors.ForgottenSubject`; a stored subject with no fact that matches
         gives ``[]``.
         """
-        return self.store.inspect(self._checked(name, params))
+        return self.store.inspect(self._checked(name, params), traced=params)
 
     def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                 principal: str | None = None, include_candidates: bool = False,
@@ -1004,7 +1004,7 @@ class AsyncMemoryGraph(_Queries):
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """See :meth:`MemoryGraph.query`."""
-        return await self.store.inspect(self._checked(name, params))
+        return await self.store.inspect(self._checked(name, params), traced=params)
 
     async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                       principal: str | None = None, include_candidates: bool = False,

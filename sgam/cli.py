@@ -289,7 +289,7 @@ def browser_export(directory: Path = typer.Argument(Path("browser"), help="Where
     from .browser import export
 
     for path in export(directory):
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", highlight=False, markup=False)
 
 
 @browser_app.command("guide")
@@ -735,8 +735,11 @@ def stats(
 ) -> None:
     """Summarise a tenant: entities, facts by status, candidates, quarantine, queue, last write (counts only)."""
     with MemoryGraph.connect(bootstrap=False) as graph:
-        [row] = graph.query("tenant-stats", tenant=tenant)
-    row = {k: _jsonable(v) for k, v in row.items()}
+        rows = graph.query("tenant-stats", tenant=tenant)
+    if not rows:   # known (a deletion record says so) but empty
+        console.print(f"tenant {tenant!r} holds nothing now (it was deleted)", highlight=False, markup=False)
+        return
+    row = {k: _jsonable(v) for k, v in rows[0].items()}
     if as_json:
         console.print_json(json.dumps(row))
         return

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sgam import MemoryGraph
+from sgam import MemoryGraph, UnknownSubject
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"(?P<before>(?:<!-- not run: (?P<reason>[^>]*?) -->\n)?)```python\n(?P<code>.*?)```",
@@ -58,5 +58,6 @@ def test_every_python_block_runs_in_order(env, graph: MemoryGraph) -> None:
     assert [p.entities for p in graph.traverse(tenant, "cust-ada", ["holds", "covered_by"],
                                                valid_at="2026-02-01")] == [("cust-ada", "acc-1001", "pol-basic")]
     assert [f.status.value for f in graph.current(tenant, "mira", "birthday")] == ["confirmed"]
-    assert graph.history(f"{tenant}-archive", "mira") == []  # deleted by the last line of the first block
+    with pytest.raises(UnknownSubject):  # deleted by the last line of the first block
+        graph.history(f"{tenant}-archive", "mira")
     graph.delete_tenant(tenant)

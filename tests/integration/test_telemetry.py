@@ -138,11 +138,9 @@ def test_the_async_store_makes_the_same_spans(neo4j_connection, graph: MemoryGra
 
 
 def test_stats_counts_a_known_tenant(graph: MemoryGraph, tenant: str, env: None) -> None:
+    # A tenant that holds nothing is named, not counted as zeros (a typo must not look like an answer).
     empty = CliRunner().invoke(app, ["stats", "-t", tenant, "--json"])
-    assert empty.exit_code == 0, empty.output
-    assert json.loads(empty.output) == {"tenant": tenant, "entities": 0, "candidates": 0, "facts": [],
-                                        "quarantine_open": 0, "quarantine_total": 0, "queue": [],
-                                        "last_write": None}
+    assert empty.exit_code == 4 and "holds nothing" in empty.output, empty.output
     episode(graph, tenant, "e1")
     episode(graph, tenant, "e2", "mira moved")
     graph.write_many(deltas(tenant))  # 3 facts on 2 entities; the refused one is not stored
