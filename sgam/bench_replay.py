@@ -53,7 +53,7 @@ from typing import Any
 
 from sgam import oracle
 from sgam.bench import BM25, _git_state, _machine, _version, percentile, top_k
-from sgam.graph.errors import SgamError
+from sgam.graph.errors import NotFound, SgamError
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta, Op
 
 DAY = timedelta(days=1)
@@ -469,6 +469,14 @@ def _fmt(value: Any) -> str:
 
 
 def answer_sgam(graph: Any, q: Question) -> str:
+    """SGAM's answer; a subject it does not hold (never stored, or forgotten) answers nothing."""
+    try:
+        return _answer_sgam(graph, q)
+    except NotFound:
+        return NONE
+
+
+def _answer_sgam(graph: Any, q: Question) -> str:
     t, s, a = q.tenant, q.subject, q.attribute
     if q.qtype in ("current", "abstain"):
         facts = graph.current(t, s, a)
