@@ -24,6 +24,7 @@ Steps of one batch, all in one transaction:
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -413,6 +414,7 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tu
     forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
     kept: list[_Prepared] = []
     claimed: dict[tuple[str, str], int] = {}  # new entities typed by a kept delta of this batch
+    failed: list[tuple[_Prepared, SgamError]] = []
     for p in prepared:
         error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten)
         if error is None:
@@ -422,8 +424,33 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tu
                     stored_types[(p.delta.tenant_id, entity_id)] = wanted
                     claimed[(p.delta.tenant_id, entity_id)] = p.index
         else:
-            results.append(DeltaResult(p.index, "rejected", error=error, message=str(error)))
+            failed.append((p, error))
+    if failed:
+        # A statement already applied stays applied. A retract of a value not held names a target
+        # without creating it, so a later statement may give that id another type; repeated, the
+        # retract is unchanged rather than refused for a type it was never judged against.
+        [applied] = yield Statement(APPLIED_KEYS, {"keys": [
+            {"tenant_id": p.delta.tenant_id, "subject": p.delta.subject, "attribute": p.delta.attribute,
+             "key": p.key, "needle": f'"id":{json.dumps(p.key)}'} for p, _ in failed]})
+        for p, error in failed:
+            if p.key in applied["keys"]:
+                results.append(DeltaResult(p.index, "unchanged", message="already applied: its statement is stored"))
+            else:
+                results.append(DeltaResult(p.index, "rejected", error=error, message=str(error)))
     return kept
+
+
+# The keys among ``$keys`` whose statement its slot already holds (in the ledger, or on a row of a
+# slot written before ledgers).
+APPLIED_KEYS = """
+UNWIND $keys AS k
+OPTIONAL MATCH (l:Ledger {tenant_id: k.tenant_id, subject: k.subject, attribute: k.attribute})
+WITH k, l
+WHERE any(p IN coalesce(l.points, []) WHERE p CONTAINS k.needle)
+   OR EXISTS { MATCH (:Entity {tenant_id: k.tenant_id, id: k.subject})-[f]->()
+               WHERE f.attribute = k.attribute AND (k.key IN f.delta_keys OR f.expired_by_delta_key = k.key) }
+RETURN collect(k.key) AS keys
+"""
 
 
 def _check_forgotten(p: _Prepared, occurred: dict, forgotten: dict) -> SgamError | None:

@@ -344,6 +344,12 @@ def render(tenant: str, lines: list[tuple[int, str, int, list[dict[str, Any]]]])
                 (0, "user:ann", 1, [{"subject": "acc-1", "attribute": "holds", "op": "assert", "value": "acc-2",
                                      "source_episode_id": "e0"}])],
          chunks=(1, 1))
+# A retract of a value not held names its target without creating it; a later line gives that id
+# another type. Repeated, the retract is already applied: unchanged, not refused for the new type.
+@example(lines=[(0, "user:ann", 1, [{"subject": "ann", "attribute": "holds", "op": "retract", "value": "acc-1",
+                                     "source_episode_id": "e0"}]),
+                (0, "user:ann", 1, [{"subject": "acc-1", "attribute": "holds", "op": "assert", "value": "acc-2"}])],
+         chunks=(1, 1))
 def test_replaying_any_file_twice_leaves_the_state_identical(
         graph: MemoryGraph, lines: list[tuple[int, str, int, list[dict[str, Any]]]],
         chunks: tuple[int, int]) -> None:
