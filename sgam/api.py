@@ -618,7 +618,9 @@ class MemoryGraph(_Queries):
         (who) and ``reason``, never what was erased; ``dry_run`` reports what would go and
         changes nothing.
         """
-        return self.store.forget(self._tenant(tenant), subject, dry_run=dry_run, actor=actor, reason=reason)
+        actor_, reason = self._audit(actor, reason)
+        return self.store.forget(self._tenant(tenant), self._id(subject, "subject"), dry_run=dry_run,
+                                 actor=actor_, reason=reason)
 
     def purge(self, tenant: str, *, now: Instant | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
@@ -643,7 +645,7 @@ class MemoryGraph(_Queries):
         erasure (see :mod:`sgam.graph.residue`). With ``forgotten``, the subject must have been
         forgotten (else :class:`NotFound`); its tombstone then also lets the check find its names
         and erased values."""
-        tenant = self._tenant(tenant)
+        tenant, subject = self._tenant(tenant), self._id(subject, "subject")
         return self.store.inspect(lambda: residue_steps(tenant, subject, forgotten=forgotten))
 
     def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
