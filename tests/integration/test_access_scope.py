@@ -74,10 +74,8 @@ class MarkerEmbedder:
 
 @pytest.fixture(scope="module")
 def scoped(neo4j_connection: tuple[str, tuple[str, str]]) -> Iterator[MemoryGraph]:
-    uri, auth = neo4j_connection
-    graph = MemoryGraph.connect(uri, auth, schema=SCHEMA)
-    yield graph
-    graph.close()
+    with MemoryGraph.connect(*neo4j_connection, schema=SCHEMA) as graph:
+        yield graph
 
 
 Row = tuple[str, int, int, int]  # (attribute, owner, value, day)

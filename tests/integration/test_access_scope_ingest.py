@@ -79,10 +79,8 @@ class Unreadable:
 
 @pytest.fixture(scope="module")
 def scoped(neo4j_connection: tuple[str, tuple[str, str]]) -> Iterator[MemoryGraph]:
-    uri, auth = neo4j_connection
-    graph = MemoryGraph.connect(uri, auth, schema=SCHEMA)
-    yield graph
-    graph.close()
+    with MemoryGraph.connect(*neo4j_connection, schema=SCHEMA) as graph:
+        yield graph
 
 
 Row = tuple[str, bool, int]  # (path, private, owner)
