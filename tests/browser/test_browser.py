@@ -31,6 +31,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from sgam import MemoryGraph, browser, demo
+from sgam.graph.schema import load_schema
 from sgam.cli import app
 from sgam.ingest.replay import replay
 from sgam.queries import load_queries
@@ -285,7 +286,7 @@ def test_guide_plays(page: Any) -> None:
         for _ in range(slides - 1):
             frame.locator('[data-testid="nextSlide"]').click()
         frame.get_by_text(f"{slides} / {slides}").wait_for()
-        frame.get_by_text("Query: traverse").wait_for()
+        frame.get_by_text(f"Query: {max(load_queries())}").wait_for()  # the slides follow the names
         frame.screenshot(path=str(ARTIFACTS / "browser-guide.png"))
 
 
@@ -427,7 +428,12 @@ def own_demo(neo4j_connection: tuple[str, tuple[str, str]]) -> Iterator[str]:
             assert not summary.errors, summary.errors
         if HAVE_MODEL:
             graph.embed(tenant)
-        yield tenant
+        # The project-memory favourites name tenant 'demo-project': its copy is this tenant's
+        # own with "-project" appended (the project demo's history, under its schema).
+        with MemoryGraph.connect(uri, auth, schema=load_schema(demo.PROJECT_SCHEMA)) as project:
+            demo.run_project(project, Console(file=io.StringIO()), f"{tenant}-project")
+            yield tenant
+            project.delete_tenant(f"{tenant}-project")
         graph.delete_tenant(tenant)
 
 
@@ -451,7 +457,8 @@ def test_every_favourite_gives_the_cli_rows(page: Any, own_demo: str,
         param_lines = [line for line in script.splitlines() if line.startswith(":param ")]
         assert all(line.count("'demo'") == line.count("tenant => 'demo'") + line.count("tenant_id: 'demo'")
                    for line in param_lines), param_lines  # 'demo' is only ever the tenant
-        param_lines = [line.replace("'demo'", f"'{own_demo}'") for line in param_lines]
+        param_lines = [line.replace("'demo-project'", f"'{own_demo}-project'").replace("'demo'", f"'{own_demo}'")
+                       for line in param_lines]
         assert len(param_lines) == len(query.params), script
         clear(page)
         # The favourite's own lines, then a marker: Browser runs a script's statements in order,
