@@ -279,10 +279,7 @@ class Store(_Base):
 
     def read(self, query: str, params: dict[str, Any]) -> Records:
         """Run a read query in READ access mode and return its records as dicts."""
-        with telemetry.read(params) as span:
-            records = self.inspect(lambda: _single(Statement(query, params)))
-            telemetry.rows(span, records)
-            return records
+        return self.inspect(lambda: _single(Statement(query, params)), traced=params)
 
     def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]], *,
                 traced: dict[str, Any] | None = None) -> T:
@@ -611,10 +608,7 @@ class AsyncStore(_Base):
             self._count(attempt)
 
     async def read(self, query: str, params: dict[str, Any]) -> Records:
-        with telemetry.read(params) as span:
-            records = await self.inspect(lambda: _single(Statement(query, params)))
-            telemetry.rows(span, records)
-            return records
+        return await self.inspect(lambda: _single(Statement(query, params)), traced=params)
 
     async def inspect(self, make_steps: Callable[[], Generator[Statement, Records, T]], *,
                       traced: dict[str, Any] | None = None) -> T:
