@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .deletion import DELETE_FACTS, DELETE_NODES
+from .deletion import DELETE_FACTS, DELETE_NODES, LOCK_SUBJECTS
 from .errors import NotFound
 from .names import Terms, term_hash
 from .writes import Records, Statement
@@ -64,11 +64,6 @@ KEYS = frozenset({
 
 # ``refused``: quarantine entries naming the subject, which may exist without the entity (a delta
 # refused before it was ever written, e.g. by ``sgam replay``); they alone are worth a forget too.
-LOCK_SUBJECT = """
-MATCH (e:Entity {tenant_id: $tenant, id: $subject})
-SET e.updated_at = $now
-"""
-
 GATHER = """
 OPTIONAL MATCH (e:Entity {tenant_id: $tenant, id: $subject})
 OPTIONAL MATCH (ep:Episode)-[:MENTIONS]->(e)
@@ -153,8 +148,9 @@ MATCH ()-[x]->() WHERE elementId(x) = row.eid
 SET x += row.props
 """
 
-# Refused candidates naming the subject, or from an episode deleted or redacted here; and the
-# statements of the subject's slots and of slots whose statements name it as their value.
+# Refused candidates from an episode deleted or redacted here (those naming the subject, and the
+# ledgers whose statements name it, went with the nodes the scan found), and the statements of the
+# subject's own slots.
 DELETE_BY_SUBJECT = """
 CALL () {
   MATCH (q:Quarantine {tenant_id: $tenant})
@@ -162,8 +158,7 @@ CALL () {
   DETACH DELETE q
 }
 CALL () {
-  MATCH (l:Ledger {tenant_id: $tenant})
-  WHERE l.subject = $subject OR any(p IN l.points WHERE p CONTAINS $quoted)
+  MATCH (l:Ledger {tenant_id: $tenant, subject: $subject})
   DETACH DELETE l
 }
 """
@@ -259,7 +254,7 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
     go to the tombstone (the reason with any span naming the subject redacted)."""
     params: dict[str, Any] = {"tenant": tenant, "subject": subject, "now": now}
     if not dry_run:
-        yield Statement(LOCK_SUBJECT, params)
+        yield Statement(LOCK_SUBJECTS, {**params, "subjects": [subject]})
     [found] = yield Statement(GATHER, {**params, "types": list(VALUE_TYPES)})
     if found["subjects"] == 0 and not found["refused"]:
         raise NotFound(f"tenant {tenant!r} has no subject {subject!r} to forget")
@@ -323,7 +318,7 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
     yield Statement(DELETE_NODES, {"ids": drop_nodes})
     yield Statement(REWRITE_RELATIONSHIPS, {"rows": relationship_rows})
     yield Statement(REWRITE_NODES, {"rows": node_rows})
-    yield Statement(DELETE_BY_SUBJECT, {**params, "episodes": involved, "quoted": json.dumps(subject)})
+    yield Statement(DELETE_BY_SUBJECT, {**params, "episodes": involved})
     salt = secrets.token_hex(16)
     yield Statement(TOMBSTONE, {
         **params, "deleted": deleted, "redacted": redacted, "salt": salt,
