@@ -585,9 +585,9 @@ def forget(
     """Erase a subject completely (facts, values, entity, episodes, every text naming it), leave a
     tombstone, and prove nothing is left (exit 1 if anything is)."""
     with MemoryGraph.connect(bootstrap=False) as graph:
-        plan = graph.forget_subject(tenant, subject, dry_run=True)
-        if dry_run or not yes:
-            console.print(_forgotten(plan), highlight=False, markup=False)
+        if dry_run or not yes:   # the plan to show; with --yes nothing is shown, so none is made
+            console.print(_forgotten(graph.forget_subject(tenant, subject, dry_run=True)),
+                          highlight=False, markup=False)
         if dry_run:
             return
         if not yes and not typer.confirm(f"Erase {subject!r} from tenant {tenant!r} for good?"):
