@@ -33,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,11 @@ SUPPORTED_JAVA = (17, 21)
 DEFAULT_USER = "neo4j"
 PID_FILE = "sgam-neo4j.pid"
 LIB_MARKER = ".sgam-complete"
+# The plugin jars this home got from the cache, so a later `up` replaces them (and only them).
+PLUGINS_MANIFEST = ".sgam-plugins"
+# APOC core, for the Browser pictures' virtual relationships (queries/picture.cypher). Only the
+# apoc.create.* procedures are loaded: nothing else of APOC's (file and URL loading) is reachable.
+PROCEDURES_ALLOWLIST = "apoc.create.*"
 STOP_TIMEOUT = 60.0
 LOG_TAIL_LINES = 15
 PRIVATE_UMASK = 0o077
@@ -185,6 +190,16 @@ class LocalServer:
         return self.cache_dir / f"neo4j-{self.settings.neo4j_version}" / "lib"
 
     @property
+    def plugins_cache(self) -> Path:
+        """APOC core's jars and those of its dependencies the server's lib lacks, shared by every
+        home; each home's ``plugins/`` gets a copy."""
+        return self.cache_dir / f"apoc-{self.settings.apoc_version}" / "plugins"
+
+    @property
+    def plugins_dir(self) -> Path:
+        return self.home / "plugins"
+
+    @property
     def conf_dir(self) -> Path:
         return self.home / "conf"
 
@@ -239,7 +254,9 @@ class LocalServer:
             java = self._check_java()
             self._check_maven()
             self.ensure_jars()
+            self.ensure_plugins()
             self._make_dirs()
+            self._install_plugins()
             self.write_config()
             if self._is_first_start():
                 self._set_initial_password(java)
@@ -303,26 +320,12 @@ class LocalServer:
 
     def ensure_jars(self) -> Path:
         """Resolve the server's jars from Maven Central unless a complete lib dir is cached."""
-        if self._lib_complete():
-            return self.lib_dir
-        version_dir = self.lib_dir.parent
-        version_dir.mkdir(parents=True, exist_ok=True)
-        # Two homes provisioning at once would otherwise both download and race on the rename.
-        with _file_lock(version_dir / ".lock"):
-            if self._lib_complete():
-                return self.lib_dir
-            # Under the lock any build dir is the leftover of a killed run.
-            for stale in version_dir.glob("build-*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            build_dir = version_dir / f"build-{os.getpid()}"
-            try:
-                staged = self._resolve_into(build_dir)
-                # Rename is atomic: an interrupted download leaves a build dir, never a half lib.
-                shutil.rmtree(self.lib_dir, ignore_errors=True)
-                staged.rename(self.lib_dir)
-            finally:
-                shutil.rmtree(build_dir, ignore_errors=True)
-        return self.lib_dir
+        return _cached(self.lib_dir, self._lib_complete, self._resolve_into)
+
+    def ensure_plugins(self) -> Path:
+        """Resolve APOC core from Maven Central unless its plugin jars are cached."""
+        self.ensure_jars()  # which of APOC's dependencies to leave out depends on the lib
+        return _cached(self.plugins_cache, self._plugins_complete, self._resolve_plugins_into)
 
     def write_config(self) -> Path:
         """Write conf/neo4j.conf and the log4j files from scratch.
@@ -369,6 +372,7 @@ class LocalServer:
             "server.memory.pagecache.size": s.pagecache_size,
             "dbms.usage_report.enabled": "false",
             "client.allow_telemetry": "false",
+            "dbms.security.procedures.allowlist": PROCEDURES_ALLOWLIST,
             # Otherwise every new database preallocates ~256 MB of transaction log.
             "db.tx_log.preallocate": "false",
             # Transaction logs are kept "2 days" by default: a 1M-fact bulk import left 9.5 GB of
@@ -416,64 +420,66 @@ class LocalServer:
 
     def _check_maven(self) -> None:
         # Only needed when the jars are not cached yet.
-        if not self._lib_complete() and shutil.which("mvn") is None:
+        if not (self._lib_complete() and self._plugins_complete()) and shutil.which("mvn") is None:
             raise ProvisioningError(MAVEN_MISSING)
 
     def _lib_complete(self) -> bool:
         """True if the marker written after a successful resolve matches what is on disk."""
-        try:
-            marker = json.loads((self.lib_dir / LIB_MARKER).read_text(encoding="utf-8"))
-            jars = [p for p in self.lib_dir.iterdir() if p.suffix == ".jar"]
-        except (OSError, ValueError):
-            return False
-        return (
-            marker.get("neo4j") == self.settings.neo4j_version
-            and marker.get("browser") == self.settings.browser_version
-            and len(jars) > 0
-            and marker.get("jars") == len(jars)
-        )
+        return _complete(self.lib_dir, {"neo4j": self.settings.neo4j_version,
+                                        "browser": self.settings.browser_version})
+
+    def _plugins_complete(self) -> bool:
+        return _complete(self.plugins_cache, {"apoc": self.settings.apoc_version})
 
     def _resolve_into(self, build_dir: Path) -> Path:
         """Run Maven on a generated pom; return the staged lib dir inside ``build_dir``."""
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ProvisioningError(MAVEN_MISSING)
         staged = build_dir / "lib"
-        staged.mkdir(parents=True)
-        template = (
-            importlib.resources.files("sgam") / "resources" / "neo4j-assembly.pom.xml"
-        ).read_text(encoding="utf-8")
-        pom = build_dir / "pom.xml"
-        pom.write_text(
-            template.replace("@NEO4J_VERSION@", xml_escape(self.settings.neo4j_version))
-            .replace("@BROWSER_VERSION@", xml_escape(self.settings.browser_version))
-            .replace("@LIB_DIR@", xml_escape(str(staged))),
-            encoding="utf-8",
-        )
-        result = subprocess.run(
-            [mvn, "-B", "-q", "-f", str(pom), "package"],
-            cwd=build_dir,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            output = (result.stdout + result.stderr).strip().splitlines()
-            excerpt = "\n".join(output[-LOG_TAIL_LINES:])
-            raise ProvisioningError(
-                f"Maven could not resolve Neo4j {self.settings.neo4j_version} from Maven "
-                f"Central (exit {result.returncode}):\n{excerpt}"
-            )
-        jars = [p for p in staged.iterdir() if p.suffix == ".jar"]
+        jars = _maven_copy(build_dir, staged, "neo4j-assembly.pom.xml", {
+            "@NEO4J_VERSION@": self.settings.neo4j_version,
+            "@BROWSER_VERSION@": self.settings.browser_version,
+        }, f"Neo4j {self.settings.neo4j_version}")
         if not any(p.name.startswith("org.neo4j.app.neo4j-server-") for p in jars):
             raise ProvisioningError(f"Maven finished but {staged} holds no neo4j-server jar")
-        marker = {
-            "neo4j": self.settings.neo4j_version,
-            "browser": self.settings.browser_version,
-            "jars": len(jars),
-        }
-        (staged / LIB_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+        _mark(staged, {"neo4j": self.settings.neo4j_version,
+                       "browser": self.settings.browser_version}, len(jars))
         return staged
+
+    def _resolve_plugins_into(self, build_dir: Path) -> Path:
+        """Resolve APOC core with its dependencies, then drop those the server's lib has already
+        (another version of them first on the classpath would shadow the server's own)."""
+        staged = build_dir / "plugins"
+        jars = _maven_copy(build_dir, staged, "neo4j-plugins.pom.xml", {
+            "@APOC_VERSION@": self.settings.apoc_version,
+        }, f"APOC core {self.settings.apoc_version}")
+        in_lib = {jar_artifact(p.name) for p in self.lib_dir.iterdir() if p.suffix == ".jar"}
+        kept = []
+        for jar in jars:
+            if jar_artifact(jar.name) in in_lib:
+                jar.unlink()
+            else:
+                kept.append(jar)
+        if not any(p.name.startswith("org.neo4j.procedure.apoc-core-") for p in kept):
+            raise ProvisioningError(f"Maven finished but {staged} holds no apoc-core jar")
+        _mark(staged, {"apoc": self.settings.apoc_version}, len(kept))
+        return staged
+
+    def _install_plugins(self) -> None:
+        """Copy the cached plugin jars into this home's plugins/, replacing those an earlier `up`
+        copied there (listed in its manifest); jars the user put there themselves stay."""
+        manifest = self.plugins_dir / PLUGINS_MANIFEST
+        try:
+            previous = set(manifest.read_text(encoding="utf-8").split())
+        except OSError:
+            previous = set()
+        wanted = sorted(p.name for p in self.plugins_cache.iterdir() if p.suffix == ".jar")
+        for name in previous - set(wanted):
+            (self.plugins_dir / Path(name).name).unlink(missing_ok=True)
+        for name in wanted:
+            target = self.plugins_dir / name
+            if not target.exists():
+                shutil.copyfile(self.plugins_cache / name, target)
+                target.chmod(0o600)
+        _write_atomic(manifest, "\n".join(wanted) + "\n")
 
     def _make_dirs(self) -> None:
         for name in ("conf", "data", "logs", "plugins", "import", "run"):
@@ -711,6 +717,91 @@ def _java_major(java: str) -> int:
         raise ProvisioningError(f"cannot tell the Java version from `{java} -version`")
     major = int(match.group(1))
     return int(match.group(2) or 0) if major == 1 else major
+
+
+def _cached(target: Path, complete: Callable[[], bool], resolve: Callable[[Path], Path]) -> Path:
+    """Fill ``target`` (a folder of jars in the cache) with ``resolve`` unless ``complete()``.
+
+    ``resolve`` stages the jars in the build folder it is given and returns the staged folder.
+    """
+    if complete():
+        return target
+    version_dir = target.parent
+    version_dir.mkdir(parents=True, exist_ok=True)
+    # Two homes provisioning at once would otherwise both download and race on the rename.
+    with _file_lock(version_dir / ".lock"):
+        if complete():
+            return target
+        # Under the lock any build dir is the leftover of a killed run.
+        for stale in version_dir.glob("build-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        build_dir = version_dir / f"build-{os.getpid()}"
+        try:
+            staged = resolve(build_dir)
+            # Rename is atomic: an interrupted download leaves a build dir, never a half folder.
+            shutil.rmtree(target, ignore_errors=True)
+            staged.rename(target)
+        finally:
+            shutil.rmtree(build_dir, ignore_errors=True)
+    return target
+
+
+def _maven_copy(build_dir: Path, staged: Path, template_name: str, values: dict[str, str],
+                what: str) -> list[Path]:
+    """Run Maven on the pom template ``template_name`` (placeholders filled from ``values``, and
+    ``@LIB_DIR@``/``@PLUGINS_DIR@`` with ``staged``); return the jars it copied into ``staged``."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ProvisioningError(MAVEN_MISSING)
+    staged.mkdir(parents=True)
+    text = (importlib.resources.files("sgam") / "resources" / template_name).read_text(encoding="utf-8")
+    for placeholder, value in {**values, "@LIB_DIR@": str(staged), "@PLUGINS_DIR@": str(staged)}.items():
+        text = text.replace(placeholder, xml_escape(value))
+    pom = build_dir / "pom.xml"
+    pom.write_text(text, encoding="utf-8")
+    result = subprocess.run(
+        [mvn, "-B", "-q", "-f", str(pom), "package"],
+        cwd=build_dir,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr).strip().splitlines()
+        excerpt = "\n".join(output[-LOG_TAIL_LINES:])
+        raise ProvisioningError(
+            f"Maven could not resolve {what} from Maven Central (exit {result.returncode}):\n{excerpt}"
+        )
+    return [p for p in staged.iterdir() if p.suffix == ".jar"]
+
+
+def _mark(folder: Path, versions: dict[str, str], jars: int) -> None:
+    """Write the marker that says ``folder`` was resolved completely (see :func:`_complete`)."""
+    (folder / LIB_MARKER).write_text(json.dumps({**versions, "jars": jars}) + "\n", encoding="utf-8")
+
+
+def _complete(folder: Path, versions: dict[str, str]) -> bool:
+    """True if the marker written after a successful resolve matches what is on disk."""
+    try:
+        marker = json.loads((folder / LIB_MARKER).read_text(encoding="utf-8"))
+        jars = [p for p in folder.iterdir() if p.suffix == ".jar"]
+    except (OSError, ValueError):
+        return False
+    return (
+        all(marker.get(key) == value for key, value in versions.items())
+        and len(jars) > 0
+        and marker.get("jars") == len(jars)
+    )
+
+
+_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[^-]*(?:-[A-Za-z][\w.]*)?\.jar$")
+
+
+def jar_artifact(jar_name: str) -> str:
+    """``group.artifact`` of a jar copied with its group prepended, without the version:
+    ``org.ow2.asm.asm-9.3.jar`` -> ``org.ow2.asm.asm``."""
+    match = _VERSIONED_JAR.match(jar_name)
+    return match.group("artifact") if match else jar_name
 
 
 def _port_free(port: int) -> bool:

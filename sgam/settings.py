@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(default_factory=_default_cache)
     neo4j_version: str = "5.26.31"
     browser_version: str = "5.24.0"
+    # APOC core for the Browser pictures (virtual relationships). Its 5.26 line does not publish
+    # every server patch: this is the newest on Maven Central; any 5.26 server loads it.
+    apoc_version: str = "5.26.19"
     bolt_port: int = Field(default=7687, ge=1, le=65535)
     http_port: int = Field(default=7474, ge=1, le=65535)
     heap_size: str = "1g"

@@ -6,7 +6,9 @@ import os
 import stat
 from pathlib import Path
 
-from sgam.neo4j_local import LocalServer, restrict_tree
+import pytest
+
+from sgam.neo4j_local import LocalServer, jar_artifact, restrict_tree
 from sgam.settings import Settings
 
 
@@ -48,3 +50,45 @@ def test_an_existing_home_is_made_private(tmp_path: Path) -> None:
     assert modes["data/transactions/neo4j/neostore.transaction.db.0"] == 0o600
     assert modes["run/tool"] == 0o700  # the owner's execute bit stays
     assert stat.S_IMODE(outside.stat().st_mode) == 0o644
+
+
+def test_only_apoc_create_is_loaded(tmp_path: Path) -> None:
+    """APOC core is in plugins/ for the Browser pictures' virtual relationships; of its procedures
+    only apoc.create.* load (APOC's file and URL loaders stay out of reach)."""
+    conf = LocalServer(Settings(home=tmp_path / "home", bolt_port=7991, http_port=7992))._config()
+    assert conf["dbms.security.procedures.allowlist"] == "apoc.create.*"
+    assert conf["server.directories.plugins"] == "plugins"
+
+
+def test_plugins_are_copied_and_replaced_but_the_users_own_stay(tmp_path: Path) -> None:
+    server = LocalServer(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache",
+                                  apoc_version="5.26.19"))
+    server.plugins_cache.mkdir(parents=True)
+    for name in ("org.neo4j.procedure.apoc-core-5.26.19.jar", "com.opencsv.opencsv-5.7.1.jar"):
+        (server.plugins_cache / name).write_text(name)
+    server.plugins_dir.mkdir(parents=True)
+    (server.plugins_dir / "users-own-1.0.jar").write_text("mine")
+    server._install_plugins()
+    assert sorted(p.name for p in server.plugins_dir.glob("*.jar")) == [
+        "com.opencsv.opencsv-5.7.1.jar", "org.neo4j.procedure.apoc-core-5.26.19.jar", "users-own-1.0.jar"]
+    # A later APOC: the old copy goes, the user's jar stays.
+    newer = LocalServer(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache",
+                                 apoc_version="5.26.20"))
+    newer.plugins_cache.mkdir(parents=True)
+    (newer.plugins_cache / "org.neo4j.procedure.apoc-core-5.26.20.jar").write_text("new")
+    newer._install_plugins()
+    assert sorted(p.name for p in newer.plugins_dir.glob("*.jar")) == [
+        "org.neo4j.procedure.apoc-core-5.26.20.jar", "users-own-1.0.jar"]
+    assert stat.S_IMODE((newer.plugins_dir / "org.neo4j.procedure.apoc-core-5.26.20.jar").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(("jar", "artifact"), [
+    ("org.ow2.asm.asm-9.3.jar", "org.ow2.asm.asm"),
+    ("org.apache.commons.commons-lang3-3.12.0.jar", "org.apache.commons.commons-lang3"),
+    ("org.neo4j.neo4j-slf4j-provider-5.26.31.jar", "org.neo4j.neo4j-slf4j-provider"),
+    ("net.minidev.json-smart-2.5.0.jar", "net.minidev.json-smart"),
+])
+def test_a_plugin_dependency_is_matched_to_the_servers_by_artifact(jar: str, artifact: str) -> None:
+    """A dependency of APOC the server's lib already has (another version) is left out of
+    plugins/, which comes first on the classpath: matched by group and artifact, not version."""
+    assert jar_artifact(jar) == artifact
