@@ -20,8 +20,8 @@ Row = dict[str, Any]
 # Interval ends are paired into one window column: valid_from + valid_to -> valid.
 _WINDOWS = {"valid": ("valid_from", "valid_to"), "known": ("recorded_at", "expired_at"),
             "holds": ("holds_from", "holds_to"), "covered": ("covered_from", "covered_to")}
-# Columns a table never shows: the full property maps and the drawn path (all kept in --json).
-_HIDDEN = {"fact", "path", "memory_ids"}
+# Columns a table never shows: the full property maps and what Browser draws (all kept in --json).
+_HIDDEN = {"fact", "path", "memory_ids", "nodes"}
 
 
 def instant(value: Any) -> str:
