@@ -21,7 +21,7 @@ import os
 import re
 import uuid
 from datetime import datetime, timezone
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -120,8 +120,37 @@ def _screenshot_on_failure(request: pytest.FixtureRequest, page: Any) -> Iterato
         close.first.click()
 
 
-def run(page: Any, command: str) -> Any:
-    """Type ``command`` into the editor, run it and return its result frame."""
+def run(page: Any, command: str, attempts: int = 3) -> Any:
+    """Type ``command`` into the editor, run it and return its result frame.
+
+    Now and then a click on Run is lost (the editor has not taken the pasted text yet, or Browser
+    is still busy with the previous script), and no frame ever comes: the command is entered and
+    run again. Every command these tests run gives the same frame when run twice."""
+    first_line = command.strip().splitlines()[0][:60]
+    frame = page.locator('[data-testid="frame"]').filter(
+        has=page.locator('[data-testid="frameCommand"]', has_text=first_line)
+    ).first
+    _submit_until(page, command, lambda timeout: frame.wait_for(timeout=timeout), attempts)
+    return frame
+
+
+def _submit_until(page: Any, command: str, settled: Callable[[float | None], None],
+                  attempts: int) -> None:
+    """Submit ``command`` until ``settled(timeout)`` returns: a lost run is submitted again; the
+    last try waits the full default timeout and lets its failure through."""
+    for _ in range(attempts - 1):
+        _submit(page, command)
+        try:
+            settled(TIMEOUT_MS / 2)
+            return
+        except sync_api.TimeoutError:
+            continue  # the run was lost
+    _submit(page, command)
+    settled(None)
+
+
+def _submit(page: Any, command: str) -> None:
+    """Replace the editor's text with ``command`` and click Run."""
     editor = page.locator('[data-testid="activeEditor"]')
     editor.click()
     page.keyboard.press("Control+A")
@@ -138,12 +167,6 @@ def run(page: Any, command: str) -> Any:
         command,
     )
     page.click('[data-testid="editor-Run"]')
-    first_line = command.strip().splitlines()[0][:60]
-    frame = page.locator('[data-testid="frame"]').filter(
-        has=page.locator('[data-testid="frameCommand"]', has_text=first_line)
-    ).first
-    frame.wait_for()
-    return frame
 
 
 def captions(frame: Any) -> dict[str, dict[str, Any]]:
@@ -380,15 +403,12 @@ def _cli_value(kind: str, value: Any) -> str:
     return str(value)
 
 
-def clear(page: Any) -> None:
-    """`:clear`: remove every frame, so the next frames are the only ones with their command."""
-    editor = page.locator('[data-testid="activeEditor"]')
-    editor.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.press("Delete")
-    page.keyboard.insert_text(":clear")
-    page.click('[data-testid="editor-Run"]')
-    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"frame\"]').length === 0")
+def clear(page: Any, attempts: int = 3) -> None:
+    """`:clear`: remove every frame, so the next frames are the only ones with their command.
+    A lost run is submitted again, as in `run`."""
+    no_frames = """() => document.querySelectorAll('[data-testid="frame"]').length === 0"""
+    _submit_until(page, ":clear", lambda timeout: page.wait_for_function(no_frames, timeout=timeout),
+                  attempts)
 
 
 def _shown_params(page: Any) -> dict[str, Any]:
