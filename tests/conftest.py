@@ -112,3 +112,28 @@ def env(neo4j_connection: tuple[str, tuple[str, str]], monkeypatch: pytest.Monke
 def tenant() -> str:
     """A fresh tenant per test: tests share one database and never see each other's data."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def has_apoc(neo4j_connection: tuple[str, tuple[str, str]]) -> bool:
+    """Whether the test server has APOC core, which the `picture` query needs. A local server
+    started before `sgam neo4j up` provisioned APOC lacks it until restarted; CI starts its own
+    server, so there a missing APOC fails the session instead of skipping."""
+    from neo4j import GraphDatabase
+
+    uri, auth = neo4j_connection
+    with GraphDatabase.driver(uri, auth=auth) as driver:
+        found, _, _ = driver.execute_query(
+            "SHOW PROCEDURES YIELD name WHERE name = 'apoc.create.vRelationship' RETURN name")
+    if not found and os.environ.get("CI"):
+        pytest.fail("the test server has no APOC core (apoc.create.vRelationship): "
+                    "`sgam neo4j up` should have put it into the server's plugins/")
+    return bool(found)
+
+
+@pytest.fixture
+def apoc(has_apoc: bool) -> None:
+    """Skip a test that needs APOC core on a server without it (see ``has_apoc``)."""
+    if not has_apoc:
+        pytest.skip("the test server has no APOC core: restart it (`sgam neo4j down`, then up) so "
+                    "`sgam neo4j up` puts APOC into its plugins/, or install APOC core on it")

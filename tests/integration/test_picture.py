@@ -13,7 +13,6 @@ picture's believed rows must be exactly those runs, each in the state the rules 
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -21,7 +20,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from neo4j import GraphDatabase
 
 from sgam import MemoryGraph
 from sgam.graph.models import Episode, MemoryDelta
@@ -47,22 +45,6 @@ def expected_state(valid_from: datetime, valid_to: datetime | None, valid_at: da
     if valid_to is not None and valid_to <= valid_at:
         return "PAST"
     return "CURRENT"
-
-
-@pytest.fixture(scope="module")
-def apoc(neo4j_connection: tuple[str, tuple[str, str]]) -> None:
-    """The picture needs APOC core. A server that was started before `sgam neo4j up` provisioned
-    it lacks it: restart that server. CI starts its own server, so there it must be present."""
-    uri, auth = neo4j_connection
-    with GraphDatabase.driver(uri, auth=auth) as driver:
-        procedures, _, _ = driver.execute_query(
-            "SHOW PROCEDURES YIELD name WHERE name = 'apoc.create.vRelationship' RETURN name")
-    if not procedures:
-        message = ("the test server has no APOC core (apoc.create.vRelationship): restart it so "
-                   "`sgam neo4j up` puts APOC into its plugins/, or install APOC core on it")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def picture(graph: MemoryGraph, tenant: str, valid_at: datetime | None,
