@@ -1,5 +1,5 @@
 // name: picture
-// doc: A subject's confirmed facts for Neo4j Browser, each drawn by its state at valid_at as believed at known_at: CURRENT (valid then, believed then), PAST (its valid window ended), FUTURE (it starts later), RETIRED (no longer believed: corrected or superseded). Each fact is an APOC virtual relationship of that type, so the SGAM style colours it by state and captions it with its attribute and valid interval; needs APOC core (apoc.create.vRelationship).
+// doc: A subject's confirmed facts for Neo4j Browser, each drawn by its state at valid_at as believed at known_at: CURRENT (valid then, believed then), PAST (its valid window ended), FUTURE (it starts later), RETIRED (no longer believed: corrected or superseded). Each fact is an APOC virtual relationship of that type, so the SGAM style colours it by state and captions it with its valid interval; needs APOC core (apoc.create.vRelationship).
 // param: tenant string  the tenant id
 // param: subject string  the entity id
 // param: valid_at datetime?  the instant the states are read at (valid time); null = now
@@ -21,15 +21,20 @@ WITH s, f, o, t, CASE
     WHEN t < f.valid_from THEN 'FUTURE'
     WHEN f.valid_to IS NOT NULL AND f.valid_to <= t THEN 'PAST'
     ELSE 'CURRENT' END AS state
-// Short enough that Browser does not cut it on the arrow: dates without the time (the year only
-// when it is not valid_at's), an open end as a bare arrow. The value is the node the arrow points at.
-WITH s, f, o, state, [d IN [f.valid_from, f.valid_to] |
-       CASE WHEN d IS NULL THEN '' WHEN d.year = t.year THEN substring(toString(date(d)), 5)
-            ELSE toString(date(d)) END] AS ends
+// The caption is the valid interval, short enough that Browser does not cut it on the arrow (it
+// has room for about 17 characters): dates without the time, a start's year only when it is not
+// valid_at's, an end's only when it is not the start's, an open end as a bare arrow. The arrow
+// points at the value; the attribute and every property are in the inspector (click the arrow).
+WITH s, f, o, state,
+     CASE WHEN f.valid_from.year = t.year THEN substring(toString(date(f.valid_from)), 5)
+          ELSE toString(date(f.valid_from)) END AS start,
+     CASE WHEN f.valid_to IS NULL THEN ''
+          WHEN f.valid_to.year = f.valid_from.year THEN substring(toString(date(f.valid_to)), 5)
+          ELSE toString(date(f.valid_to)) END AS end
 // The nodes are returned too: Browser draws a relationship only between nodes of the result.
 RETURN state, f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.recorded_at AS recorded_at, f.expired_at AS expired_at,
        f.source_episode_id AS episode, [s, o] AS nodes,
        apoc.create.vRelationship(s, state, f {.*, state: state,
-         caption: f.attribute + ' ' + ends[0] + '→' + ends[1]}, o) AS fact
+         caption: start + '→' + end}, o) AS fact
 ORDER BY attribute, valid_from, recorded_at

@@ -64,7 +64,7 @@ def _check_picture(rows: list[dict[str, Any]], believed: list[tuple], ever_belie
         fact = row["fact"]
         # The relationship Browser draws is typed by the state, and carries it and its caption.
         assert fact.type == row["state"] == fact["state"], row
-        assert fact["caption"].startswith(f"{ATTRIBUTE} "), fact["caption"]
+        assert "→" in fact["caption"], fact["caption"]
         run = (_as_utc(row["valid_from"]), _as_utc(row["valid_to"]), row["value"])
         if row["state"] == "RETIRED":
             assert run in ever_believed, (run, "retired, but never believed")
@@ -139,9 +139,13 @@ def test_a_correction_is_retired_and_a_scheduled_move_is_future(apoc: None, shar
                               ("Faro", "CURRENT")}
     # As believed before the correction: Lisbon was current, nothing else was recorded yet.
     assert states(None, before) == {("Lisbon", "CURRENT")}
-    # Captions carry the valid interval, dates only (this year's without the year), open ends bare.
+    # Captions are the valid interval: dates only, a start's year only when it is not valid_at's,
+    # an end's only when it is not the start's; an open end is a bare arrow.
     captions = {r["value"]: r["fact"]["caption"] for r in picture(graph, tenant, day(8), None)
                 if r["state"] != "RETIRED"}
-    short = (lambda d: d.strftime("%m-%d") if d.year == day(8).year else d.strftime("%Y-%m-%d"))
-    assert captions["Porto"] == f"{ATTRIBUTE} {short(day(-20))}→{short(day(7))}"
-    assert captions["Faro"] == f"{ATTRIBUTE} {short(day(7))}→"
+    start = day(-20).strftime("%m-%d" if day(-20).year == day(8).year else "%Y-%m-%d")
+    end = day(7).strftime("%m-%d" if day(7).year == day(-20).year else "%Y-%m-%d")
+    assert captions["Porto"] == f"{start}→{end}"
+    assert captions["Faro"] == day(7).strftime("%m-%d" if day(7).year == day(8).year else "%Y-%m-%d") + "→"
+    a_year_on = picture(graph, tenant, day(8 + 366), None)
+    assert {r["fact"]["caption"] for r in a_year_on if r["value"] == "Faro"} == {day(7).strftime("%Y-%m-%d") + "→"}
