@@ -589,7 +589,7 @@ def test_picture_shows_time_and_belief(page: Any, has_apoc: bool,
                 arg=frame.element_handle(), timeout=TIMEOUT_MS)
             wait_until_still(page, frame)
             facts = drawn_facts(frame)
-            page.screenshot(path=str(ARTIFACTS / "browser-picture.png"))
+            frame.screenshot(path=str(ARTIFACTS / "browser-picture.png"))
 
             assert sorted(f["type"] for f in facts) == sorted(
                 ["PAST", "RETIRED", "RETIRED", "CURRENT", "FUTURE"]), facts
