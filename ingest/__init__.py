@@ -10,10 +10,10 @@ as an extractor, ``graphiti_import`` imports an existing Graphiti graph (``graph
 graphiti-core with telemetry and ``.env`` loading off).
 """
 
-from .events import EventMapper, EventRules, load_event_rules
+from .extractors.events import EventMapper, EventRules, load_event_rules
 from .extract import Extractor, implied_fields
-from .graphiti_bridge import GraphitiExtractor
-from .graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
+from .graphiti.extractor import GraphitiExtractor
+from .graphiti.importer import GraphitiImportReport, GraphitiMapping, import_graphiti
 from .pipeline import (
     IngestReport,
     QuarantineReplay,

@@ -57,7 +57,7 @@ sync_api = pytest.importorskip(
 def browser_url(neo4j_connection: tuple[str, tuple[str, str]]) -> str:
     """The test server's Browser: ``SGAM_TEST_BROWSER_URL`` names the Browser of the server
     ``NEO4J_URI`` points at; otherwise only the locally provisioned server's HTTP port is known."""
-    from sgam.neo4j_local import LocalServer
+    from sgam.local.server import LocalServer
 
     if os.environ.get("SGAM_TEST_BROWSER_URL"):
         return os.environ["SGAM_TEST_BROWSER_URL"]

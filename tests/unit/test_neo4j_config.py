@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from sgam.neo4j_local import LocalServer, restrict_tree
+from sgam.local.server import LocalServer, restrict_tree
 from sgam.settings import Settings
 
 
