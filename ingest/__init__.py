@@ -5,8 +5,9 @@
 ``events`` mapping from ``graph/schemas/events.yaml``, model-based ones behind the ``extract``
 protocol), writes what validates and quarantines the rest (``quarantine``); ``queue`` and
 ``worker`` process episodes in the background from a queue kept in Neo4j; ``replay`` reads JSONL
-files of episodes with their structured deltas. ``graphiti_bridge`` runs graphiti-core's extraction
-as an extractor, ``graphiti_import`` imports an existing Graphiti graph (``graphiti_env`` imports
+files of episodes with their structured deltas. ``extractors/`` holds the extractor families
+(``events``, ``llm``, ``sgr``); ``graphiti/`` all Graphiti code: ``extractor`` runs graphiti-core's
+extraction as an extractor, ``importer`` imports an existing Graphiti graph (``env`` imports
 graphiti-core with telemetry and ``.env`` loading off).
 """
 
