@@ -5,15 +5,16 @@
 ``events`` mapping from ``graph/schemas/events.yaml``, model-based ones behind the ``extract``
 protocol), writes what validates and quarantines the rest (``quarantine``); ``queue`` and
 ``worker`` process episodes in the background from a queue kept in Neo4j; ``replay`` reads JSONL
-files of episodes with their structured deltas. ``graphiti_bridge`` runs graphiti-core's extraction
-as an extractor, ``graphiti_import`` imports an existing Graphiti graph (``graphiti_env`` imports
+files of episodes with their structured deltas. ``extractors/`` holds the extractor families
+(``events``, ``llm``, ``sgr``); ``graphiti/`` all Graphiti code: ``extractor`` runs graphiti-core's
+extraction as an extractor, ``importer`` imports an existing Graphiti graph (``env`` imports
 graphiti-core with telemetry and ``.env`` loading off).
 """
 
-from .events import EventMapper, EventRules, load_event_rules
+from .extractors.events import EventMapper, EventRules, load_event_rules
 from .extract import Extractor, implied_fields
-from .graphiti_bridge import GraphitiExtractor
-from .graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
+from .graphiti.extractor import GraphitiExtractor
+from .graphiti.importer import GraphitiImportReport, GraphitiMapping, import_graphiti
 from .pipeline import (
     IngestReport,
     QuarantineReplay,

@@ -84,7 +84,7 @@ def event(tenant_id: str, payload: Mapping[str, Any], *, occurred_at: datetime |
 
     The occurrence time is ``occurred_at`` if given, else the event's own ``occurred_at`` (or
     ``timestamp``) field; an event with neither cannot be stored. Its ``type`` and other fields
-    are checked later, by the event mapping (:mod:`sgam.ingest.events`): a bad event is still
+    are checked later, by the event mapping (:mod:`sgam.ingest.extractors.events`): a bad event is still
     kept as an episode, and its problem goes to the quarantine.
     """
     if not isinstance(payload, Mapping):

@@ -152,7 +152,7 @@ class IngestReport:
 
 def default_extractors(schema: Schema) -> list[Extractor]:
     """The extractors that need no model: the shipped event mapping, checked against ``schema``."""
-    from .events import EventMapper, load_event_rules
+    from .extractors.events import EventMapper, load_event_rules
 
     return [EventMapper(load_event_rules(), schema=schema)]
 

@@ -38,7 +38,7 @@ from sgam.graph.subject_access import export_steps
 from sgam.graph.writes import BatchResult, DeltaResult, Records, Statement, fact_from_properties, native
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
-from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
+from sgam.ingest.graphiti.importer import GraphitiImportReport, GraphitiMapping, import_graphiti
 from sgam.ingest.pipeline import (
     IngestReport,
     QuarantineReplay,
@@ -53,6 +53,7 @@ from sgam.queries.embeddings import Embedder, EmbedReport, arun_steps, backfill_
 from sgam.queries.loader import get_query
 
 from .settings import Settings
+from .settings import connection as _connection
 
 DEFAULT_BATCH = 2000
 # context_steps parameters that context() sets itself (the rest are its **options)
@@ -496,16 +497,6 @@ def renamed(valid_at: Instant | None, as_of: Instant | None, where: str) -> Inst
     return as_of
 
 
-def _connection(uri: str | None, auth: tuple[str, str] | None,
-                settings: Settings) -> tuple[str, tuple[str, str] | None]:
-    if uri is not None:
-        return uri, auth
-    from .neo4j_local import resolve_connection
-
-    resolved_uri, user, password = resolve_connection(settings)
-    return resolved_uri, (user, password)
-
-
 class MemoryGraph(_Queries):
     """Schema-guided, bitemporal agent memory on Neo4j.
 
@@ -602,7 +593,7 @@ class MemoryGraph(_Queries):
         request): facts with full history and provenance, facts pointing at it, the episodes that
         mention it, its statements, candidates, quarantine entries and deletion records; read as
         ``principal`` (``"*"``: everything). :class:`NotFound` when the tenant holds nothing about it."""
-        from .export import _jsonable as jsonable
+        from .export import jsonable
 
         return jsonable(self.store.inspect(self._export(tenant, subject, principal)))
 
@@ -697,7 +688,7 @@ class MemoryGraph(_Queries):
                         group_ids: Sequence[str] | None = None, dry_run: bool = False) -> GraphitiImportReport:
         """Import the Graphiti graph in this database (its ``RELATES_TO`` facts and ``Episodic``
         episodes, optionally of ``group_ids`` only) into ``tenant`` through a mapping file or
-        :class:`~sgam.ingest.graphiti_import.GraphitiMapping`; idempotent (see that module)."""
+        :class:`~sgam.ingest.graphiti.importer.GraphitiMapping`; idempotent (see that module)."""
         if not isinstance(mapping, (GraphitiMapping, str, Path)):
             raise InvalidDelta(f"mapping must be a GraphitiMapping or a file path, not {mapping!r:.80}")
         try:
@@ -1074,7 +1065,7 @@ class AsyncMemoryGraph(_Queries):
 
     async def export_subject(self, tenant: str, subject: str, principal: str | None = None) -> dict[str, Any]:
         """See :meth:`MemoryGraph.export_subject`."""
-        from .export import _jsonable as jsonable
+        from .export import jsonable
 
         return jsonable(await self.store.inspect(self._export(tenant, subject, principal)))
 

@@ -158,7 +158,7 @@ PROJECT_SCHEMA = "project-memory"
 
 def project_rules() -> Any:
     """The shipped project event rules (``graph/schemas/project-events.yaml``)."""
-    from sgam.ingest.events import load_event_rules
+    from sgam.ingest.extractors.events import load_event_rules
 
     with as_file(files("sgam.graph") / "schemas" / "project-events.yaml") as path:
         return load_event_rules(path)
@@ -176,7 +176,7 @@ def project_episodes(tenant: str) -> list[Episode]:
 def run_project(graph: MemoryGraph, console: Console, tenant: str = PROJECT_TENANT) -> dict[str, list[Any]]:
     """Reset ``tenant``, ingest the project history through the event rules and print what an
     agent starting on the project would ask. ``graph`` must use the project-memory schema."""
-    from sgam.ingest.events import EventMapper
+    from sgam.ingest.extractors.events import EventMapper
 
     graph.delete_tenant(tenant)
     mapper = EventMapper(project_rules(), schema=graph.schema)

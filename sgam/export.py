@@ -118,19 +118,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, (list, tuple, dict)):
-        return json.dumps(_jsonable(value))
+        return json.dumps(jsonable(value))
     if isinstance(value, str):
         return _xml_text(value)
     return value
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v) for k, v in value.items()}
     return value
 
 
@@ -156,9 +156,9 @@ def node_link(graph: nx.MultiDiGraph) -> dict[str, Any]:
     return {
         "directed": True,
         "multigraph": True,
-        "graph": _jsonable(graph.graph),
-        "nodes": [{"id": n, **_jsonable(a)} for n, a in graph.nodes(data=True)],
-        "edges": [{"source": u, "target": v, "key": k, **_jsonable(a)}
+        "graph": jsonable(graph.graph),
+        "nodes": [{"id": n, **jsonable(a)} for n, a in graph.nodes(data=True)],
+        "edges": [{"source": u, "target": v, "key": k, **jsonable(a)}
                   for u, v, k, a in graph.edges(keys=True, data=True)],
     }
 

@@ -1,11 +1,14 @@
 """Settings for SGAM, built once at an entry point (the CLI, a test fixture, or the caller).
 
 Environment variables override defaults; ``NEO4J_URI``/``NEO4J_USER``/``NEO4J_PASSWORD`` take
-precedence over the locally provisioned server's stored credentials.
+precedence over the locally provisioned server's stored credentials (:func:`resolve_connection`:
+reading the credentials file is all a client needs of the local server, so the front door does not
+import the provisioning in :mod:`sgam.local.server`, which writes that file).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typing import Any
@@ -13,7 +16,7 @@ from typing import Any
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sgam.graph.errors import InvalidSetting
+from sgam.graph.errors import InvalidSetting, ProvisioningError
 from sgam.graph.store import DEFAULT_RETRY_SECONDS, check_bolt_uri
 
 
@@ -81,12 +84,59 @@ class Settings(BaseSettings):
     # refused as absurd; an attribute's max_future_days in the schema wins.
     max_future_days: int = Field(default=36_500, ge=0, le=3_000_000)
 
-    # The OpenAI-compatible structured-output extractor (sgam.ingest.llm): SGAM_LLM_BASE_URL, ...
+    # The OpenAI-compatible structured-output extractor (sgam.ingest.extractors.llm): SGAM_LLM_BASE_URL, ...
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: SecretStr | None = None
     llm_timeout: float = Field(default=30.0, gt=0)
     llm_max_retries: int = Field(default=3, ge=0)
+
+
+DEFAULT_USER = "neo4j"
+CREDENTIALS_FILE = "credentials.json"   # in the local server's home, written by `sgam neo4j up`
+
+
+def stored_credentials(path: Path) -> tuple[str, str, str] | None:
+    """(uri, user, password) the local server stored at ``path``, or None if there are none."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return (str(data["uri"]), str(data["user"]), str(data["password"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ProvisioningError(f"cannot read {path}: {exc}") from exc
+
+
+def resolve_connection(settings: Settings) -> tuple[str, str, str]:
+    """(uri, user, password) for SGAM's Neo4j connection.
+
+    NEO4J_URI (with NEO4J_USER, default "neo4j", and NEO4J_PASSWORD) names an external server and
+    wins outright. Otherwise the local server's stored credentials are used, with NEO4J_USER /
+    NEO4J_PASSWORD still overriding their parts.
+    """
+    if settings.neo4j_uri:
+        if settings.neo4j_password is None:
+            raise ProvisioningError(
+                "NEO4J_URI is set but NEO4J_PASSWORD is not: set NEO4J_PASSWORD for that server"
+            )
+        return settings.neo4j_uri, settings.neo4j_user or DEFAULT_USER, settings.neo4j_password
+    stored = stored_credentials(settings.home.expanduser().resolve() / CREDENTIALS_FILE)
+    if stored is None:
+        raise ProvisioningError(
+            "no Neo4j server is configured: run `sgam neo4j up` to start a local one, "
+            "or set NEO4J_URI and NEO4J_PASSWORD"
+        )
+    uri, user, password = stored
+    return uri, settings.neo4j_user or user, settings.neo4j_password or password
+
+
+def connection(uri: str | None, auth: tuple[str, str] | None,
+               settings: Settings) -> tuple[str, tuple[str, str] | None]:
+    """``(uri, auth)`` as given when ``uri`` is; otherwise :func:`resolve_connection`'s."""
+    if uri is not None:
+        return uri, auth
+    resolved_uri, user, password = resolve_connection(settings)
+    return resolved_uri, (user, password)
 
 
 def _problem(error: Any) -> str:

@@ -73,7 +73,7 @@ def neo4j_connection() -> Iterator[tuple[str, tuple[str, str]]]:
         with neo4j_container_class()(NEO4J_IMAGE) as container:
             yield container.get_connection_url(), ("neo4j", container.password)
         return
-    from sgam.neo4j_local import LocalServer
+    from sgam.local.server import LocalServer
 
     server = LocalServer(server_settings())
     was_running = server.status().running

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sgam.ingest.graphiti_env import load_graphiti
+from sgam.ingest.graphiti.env import load_graphiti
 
 load_graphiti()
 

@@ -30,7 +30,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sgam import MemoryGraph, browser, demo
+from sgam import MemoryGraph, demo
+from sgam.local import browser
 from sgam.graph.models import Episode, MemoryDelta
 from sgam.graph.schema import load_schema
 from sgam.cli import app
@@ -58,7 +59,7 @@ sync_api = pytest.importorskip(
 def browser_url(neo4j_connection: tuple[str, tuple[str, str]]) -> str:
     """The test server's Browser: ``SGAM_TEST_BROWSER_URL`` names the Browser of the server
     ``NEO4J_URI`` points at; otherwise only the locally provisioned server's HTTP port is known."""
-    from sgam.neo4j_local import LocalServer
+    from sgam.local.server import LocalServer
 
     if os.environ.get("SGAM_TEST_BROWSER_URL"):
         return os.environ["SGAM_TEST_BROWSER_URL"]

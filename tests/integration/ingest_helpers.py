@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from sgam.graph.models import Episode
 from sgam.graph.schema import Schema
-from sgam.ingest.events import EventMapper
+from sgam.ingest.extractors.events import EventMapper
 from sgam.ingest.extract import CurrentState, RawCandidate
 
 

@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("graphiti_core")
 pytest.importorskip("sentence_transformers")
 
-from sgam import bench_graphiti  # noqa: E402
-from sgam.bench_replay import NONE, SimClock, START, answer_sgam, generate, load_sgam  # noqa: E402
+from sgam.bench import graphiti as bench_graphiti  # noqa: E402
+from sgam.bench.replay import NONE, SimClock, START, answer_sgam, generate, load_sgam  # noqa: E402
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

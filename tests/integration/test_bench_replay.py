@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sgam import bench_replay
-from sgam.bench_replay import QTYPES, generate
+from sgam.bench import replay as bench_replay
+from sgam.bench.replay import QTYPES, generate
 
 
 def test_generator_is_deterministic() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sgam import bench, bench_locomo, bench_scale
+from sgam.bench import baseline as bench, locomo as bench_locomo, scale as bench_scale
 from sgam.api import AsyncMemoryGraph, MemoryGraph
 from sgam.graph import Conflict, InvalidDelta, MemoryDelta, SchemaViolation
 from sgam.graph.writes import BatchResult
@@ -101,10 +101,10 @@ def test_import_history_matches_write_many_and_the_model(graph: MemoryGraph) -> 
         assert not imported.rejected and done[-1] == (3_000, 3_000) and len(done) > 1
         now = datetime.now(timezone.utc)
         for (subject, attribute), slot in bulk_w.slots.items():
-            assert bench._observed(graph.current("import-bulk", subject, attribute)) == slot.expected(now)
+            assert bench.observed_keys(graph.current("import-bulk", subject, attribute)) == slot.expected(now)
             for delta in slot.deltas[::3]:
                 at = delta.valid_from
-                assert bench._observed(graph.as_of("import-bulk", subject, attribute, valid_at=at)) \
+                assert bench.observed_keys(graph.as_of("import-bulk", subject, attribute, valid_at=at)) \
                     == slot.expected(at), (subject, attribute, at)
             assert len(graph.history("import-bulk", subject, attribute)) == \
                 len(graph.history("import-many", subject, attribute))

@@ -1,4 +1,4 @@
-"""Smoke run of the benchmark (``sgam.bench``) at a small size against the real Neo4j.
+"""Smoke run of the benchmark (``sgam.bench.baseline``) at a small size against the real Neo4j.
 
 Checks that it produces every number, writes its JSON result, answers correctly on its sample and
 cleans up after itself. Timings are never asserted: they depend on the machine.
@@ -10,7 +10,7 @@ import json
 import math
 from pathlib import Path
 
-from sgam import bench
+from sgam.bench import baseline as bench
 
 
 def _positive(value: object) -> bool:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from sgam import AsyncMemoryGraph, Conflict, MemoryDelta, MemoryGraph, NotAllowed, NotFound, UnknownSubject
 from sgam.cli import app
 from sgam.graph import Status, default_schema
-from sgam.oracle import Slot, Statement
+from sgam.bench.oracle import Slot, Statement
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -8,7 +8,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sgam import MemoryGraph, cli
+from sgam import MemoryGraph
+from sgam.cli import common as cli  # the console the tables print on
 from sgam.cli import app
 
 from .demo_data import replay_demo
@@ -115,7 +116,7 @@ def test_json_keeps_every_property(env, graph: MemoryGraph, demo_tenant: str, na
               "history": {"subject": "mira"}, "current": {"subject": "cust-ada"},
               "provenance": {"memory_id": args[-1]}}[name]
     expected = graph.query(name, tenant=demo_tenant, **params)
-    assert rows == [{k: cli._jsonable(v) for k, v in record.items()} for record in expected]
+    assert rows == [{k: cli.jsonable(v) for k, v in record.items()} for record in expected]
     facts = [f for row in rows for f in ([row["fact"]] if "fact" in row else row.get("facts", []))]
     assert facts and all({"recorded_at", "memory_id", "asserted_by", "source_episode_id"} <= set(f)
                          for f in facts)

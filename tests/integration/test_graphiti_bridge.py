@@ -9,7 +9,7 @@ import pytest
 
 from sgam import MemoryGraph
 from sgam.graph.models import Episode
-from sgam.ingest.graphiti_bridge import GraphitiExtractor, TransientGraphitiError
+from sgam.ingest.graphiti.extractor import GraphitiExtractor, TransientGraphitiError
 from sgam.ingest.pipeline import ingest, load_episode
 from tests.graphiti_scripted import ScriptedLLM, fixture
 

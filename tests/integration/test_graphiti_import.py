@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from sgam import MemoryGraph, UnknownTenant
 from sgam.cli import app
 from sgam.graph.errors import SchemaViolation
-from sgam.ingest.graphiti_env import load_graphiti
-from sgam.ingest.graphiti_import import GraphitiMapping
+from sgam.ingest.graphiti.env import load_graphiti
+from sgam.ingest.graphiti.importer import GraphitiMapping
 
 load_graphiti()
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from sgam import bench
+from sgam.bench import baseline as bench
 from sgam.api import AsyncMemoryGraph, MemoryGraph
 from sgam.graph import Conflict, InvalidDelta, MemoryDelta
 from sgam.graph.bulk import (
@@ -43,7 +43,7 @@ SIZE, SUBJECTS, SEED, CHUNK = 900, 45, 41, 60
 
 KILLED_IMPORT = f"""
 import asyncio, os, sys, time
-from sgam import bench
+from sgam.bench import baseline as bench
 from sgam.api import AsyncMemoryGraph, MemoryGraph
 
 mode, tenant, pause = sys.argv[1:4]

@@ -25,7 +25,7 @@ from sgam.cli import app
 from sgam.graph.models import MAX_EPISODE_BYTES, Episode
 from sgam.graph.schema import Schema, default_schema
 from sgam.ingest import episodes as ep
-from sgam.ingest.events import EventMapper, load_event_rules
+from sgam.ingest.extractors.events import EventMapper, load_event_rules
 from sgam.ingest.pipeline import ingest, list_quarantine
 from sgam.ingest.worker import Worker, WorkerOptions
 
@@ -281,7 +281,7 @@ def test_quarantine_and_replay_after_a_schema_change(env, graph: MemoryGraph, cl
 
 
 def test_extractor_failures_keep_the_episode(graph: MemoryGraph, clean: str) -> None:
-    from sgam.ingest.sgr import InvalidModelOutput
+    from sgam.ingest.extractors.sgr import InvalidModelOutput
 
     tenant = clean
 

@@ -20,8 +20,8 @@ from sgam import AsyncMemoryGraph, ExtractionError, MemoryGraph, StoreUnavailabl
 from sgam.graph.models import Episode
 from sgam.ingest import episodes as ep
 from sgam.ingest import queue
-from sgam.ingest.events import EventMapper
-from sgam.ingest.llm import OpenAICompatibleExtractor
+from sgam.ingest.extractors.events import EventMapper
+from sgam.ingest.extractors.llm import OpenAICompatibleExtractor
 from sgam.ingest.worker import Worker, WorkerOptions
 from tests.integration.test_ingest import logged, queue_events, statuses, values, worker_process
 from tests.llm_replay import Replay, fixture, server  # noqa: F401 (a fixture)

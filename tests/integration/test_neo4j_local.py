@@ -21,7 +21,8 @@ from neo4j import GraphDatabase
 from neo4j.exceptions import AuthError
 
 from sgam.graph.errors import ProvisioningError
-from sgam.neo4j_local import LocalServer, ServerInfo, resolve_connection
+from sgam.local.server import LocalServer, ServerInfo
+from sgam.settings import resolve_connection
 from sgam.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ attribute's members, or a relation) from small alphabets, so equal instants, tie
 and backdating are common; some statements arrive twice. Every path writes them into a fresh tenant
 in its own arrival order: ``graph.write`` one at a time, ``graph.write_many`` with random batch
 boundaries, ``graph.import_history``, and ``sgam replay`` of a JSONL file. The believed rows read
-back (``history``, ``as_of``, ``current``) must form the timeline :mod:`sgam.oracle` derives from the
+back (``history``, ``as_of``, ``current``) must form the timeline :mod:`sgam.bench.oracle` derives from the
 set; after each write, the rows believed at that transaction time must form the oracle's snapshot.
 """
 
@@ -27,7 +27,7 @@ from sgam import Episode, MemoryDelta, MemoryGraph
 from sgam.cli import app
 from sgam.graph import Fact, Status
 from sgam.graph.schema import value_key
-from sgam.oracle import ASSERT, CORRECT, RETRACT, Slot, Statement
+from sgam.bench.oracle import ASSERT, CORRECT, RETRACT, Slot, Statement
 
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
 DAYS = 4                                   # valid_from in EPOCH + 0..3 days: collisions are common

@@ -7,7 +7,7 @@ recorded_at <= K < expired_at; valid at T is valid_from <= T < valid_to"), a row
 * RETIRED if it is no longer believed at K;
 * otherwise FUTURE if T is before its valid_from, PAST if its valid window ended by T, else CURRENT.
 
-The oracle (sgam.oracle, written from the same page) gives the believed runs after each write; the
+The oracle (sgam.bench.oracle, written from the same page) gives the believed runs after each write; the
 picture's believed rows must be exactly those runs, each in the state the rules above give it.
 """
 
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from sgam import MemoryGraph
 from sgam.graph.models import Episode, MemoryDelta
-from sgam.oracle import ASSERT, CORRECT, RETRACT, Slot, Statement
+from sgam.bench.oracle import ASSERT, CORRECT, RETRACT, Slot, Statement
 
 SUBJECT, ATTRIBUTE = "mira", "home_city"
 CITIES = ("Lisbon", "Porto", "Faro")

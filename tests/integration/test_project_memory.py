@@ -23,7 +23,7 @@ from sgam.graph.errors import SchemaViolation
 from sgam.graph.models import Episode, EpisodeKind
 from sgam.graph.schema import default_schema, load_schema
 from sgam.graph.writes import native
-from sgam.ingest.events import EventMapper
+from sgam.ingest.extractors.events import EventMapper
 
 
 def utc(*parts: int) -> datetime:

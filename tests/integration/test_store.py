@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, SgamError
 from sgam.graph.schema import default_schema
 from sgam.queries import load_queries
-from sgam.oracle import Slot, Statement
+from sgam.bench.oracle import Slot, Statement
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 VALUES = [date(2026, 7, 15), date(2026, 6, 30), date(2026, 8, 1)]

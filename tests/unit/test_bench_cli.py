@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sgam import bench_replay, bench_scale
-from sgam.cli import _sizes, app
+from sgam.bench import replay as bench_replay, scale as bench_scale
+from sgam.cli import app
+from sgam.cli.bench import _sizes
 
 
 @pytest.fixture()

@@ -1,6 +1,6 @@
 """The scale benchmark's compact stream (no Neo4j): the same data as the list-keeping stream it
 replaced, independent of its slot-state cache, and a correctness model that agrees with
-``sgam.bench.Slot`` applied to the built ``MemoryDelta`` models.
+``sgam.bench.baseline.Slot`` applied to the built ``MemoryDelta`` models.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from sgam import bench, bench_scale
+from sgam.bench import baseline as bench, scale as bench_scale
 
 # sha256 over json.dumps(model_dump(mode="json"), sort_keys=True) of each model, in order, as the
 # stream generated them before it was made compact (seed 7, final size 1M: the default run's
@@ -65,7 +65,7 @@ def test_the_cache_does_not_change_the_stream() -> None:
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10_000), size=st.integers(50, 3_000), cache=st.sampled_from([1, 50, 20_000]))
 def test_the_model_agrees_with_bench_slot(seed: int, size: int, cache: int) -> None:
-    """``Stream.model`` after a prefix = ``sgam.bench.Slot`` fed the prefix's ``MemoryDelta`` models."""
+    """``Stream.model`` after a prefix = ``sgam.bench.baseline.Slot`` fed the prefix's ``MemoryDelta`` models."""
     stream = bench_scale.Stream(seed=seed, final_size=3_000, cache_slots=cache)
     stream.take(3_000)
     slots: dict[tuple[str, str], bench.Slot] = {}

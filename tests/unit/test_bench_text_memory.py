@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sgam import bench_replay
-from sgam.bench_replay import FIRST, LAST, MORE_FIRST, MORE_LAST, SIZES, generate
+from sgam.bench import replay as bench_replay
+from sgam.bench.replay import FIRST, LAST, MORE_FIRST, MORE_LAST, SIZES, generate
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("bm25s")
 
-from sgam.bench import BM25, top_k  # noqa: E402
+from sgam.bench.common import BM25, top_k  # noqa: E402
 
 
 def test_bm25_ranks_the_exact_term_first_and_breaks_ties_by_index() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sgam import browser
+from sgam.local import browser
 from sgam.queries import load_queries
 
 

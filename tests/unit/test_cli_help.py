@@ -51,3 +51,17 @@ def test_no_help_page_shows_a_bool_metavar() -> None:
              for path, _ in ALL}
     assert all("Usage" in text for text in shown.values())
     assert [path for path, text in shown.items() if "<bool>" in text] == []
+
+
+def test_the_cli_docstring_names_every_command() -> None:
+    """The command list kept by hand in sgam/cli/__init__.py names every command and group of the app."""
+    import re
+
+    import sgam.cli
+    from typer.main import get_command
+
+    named = set(re.findall(r"\bsgam ([a-z][a-z0-9-]*)", sgam.cli.__doc__ or ""))
+    commands = {name for name, command in get_command(app).commands.items()  # type: ignore[attr-defined]
+                if not command.hidden}   # a hidden alias stays out of every list
+    assert commands - named == set(), f"add these to the list in sgam/cli/__init__.py: {sorted(commands - named)}"
+    assert named - commands == set(), f"the list names commands the app lacks: {sorted(named - commands)}"

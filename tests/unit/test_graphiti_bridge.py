@@ -10,7 +10,7 @@ import pytest
 from sgam.graph.models import Episode
 from sgam.graph.schema import default_schema
 from sgam.ingest.extract import REFUSED_KEY
-from sgam.ingest.graphiti_bridge import (
+from sgam.ingest.graphiti.extractor import (
     GraphitiExtractor,
     GraphitiOutputError,
     TransientGraphitiError,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sgam.graph import default_schema, reconcile
 from sgam.graph.models import Fact
 from sgam.graph.reconcile import Point, apply_plan
-from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, _Importer, plan_edges
+from sgam.ingest.graphiti.importer import GraphitiImportReport, GraphitiMapping, _Importer, plan_edges
 
 SCHEMA = default_schema()
 MAPPING = GraphitiMapping.from_data({"edges": {"LIVES_IN": "home_city"}}).check(SCHEMA)

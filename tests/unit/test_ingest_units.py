@@ -14,7 +14,7 @@ from sgam.graph.models import MAX_EPISODE_BYTES, EpisodeKind
 from sgam.graph.schema import default_schema, load_schema
 from sgam.ingest import episodes as ep
 from sgam.ingest import quarantine as q
-from sgam.ingest.events import EventMapper, EventRules, load_event_rules
+from sgam.ingest.extractors.events import EventMapper, EventRules, load_event_rules
 from sgam.ingest.files import Defaults, Item, ItemError, read_items
 from sgam.ingest.pipeline import is_explicit_memory, mention_tokens, validate
 from sgam.ingest.worker import WorkerOptions

@@ -19,14 +19,14 @@ from sgam.graph.errors import ExtractionError
 from sgam.graph.models import Episode, MemoryDelta
 from sgam.graph.schema import default_schema
 from sgam.ingest.extract import implied_fields
-from sgam.ingest.llm import (
+from sgam.ingest.extractors.llm import (
     EndpointError,
     EndpointUnavailable,
     ModelRefusal,
     OpenAICompatibleExtractor,
     TransientExtractionError,
 )
-from sgam.ingest.sgr import PROVENANCE_KEYS, InvalidModelOutput
+from sgam.ingest.extractors.sgr import PROVENANCE_KEYS, InvalidModelOutput
 from sgam.settings import Settings
 from tests.llm_replay import Replay, fixture, server  # noqa: F401 (a fixture)
 

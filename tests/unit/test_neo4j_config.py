@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sgam.neo4j_local import LocalServer, jar_artifact, restrict_tree
+from sgam.local.server import LocalServer, jar_artifact, restrict_tree
 from sgam.settings import Settings
 
 

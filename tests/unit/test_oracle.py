@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgam.graph import Conflict, InvalidDelta, NotAllowed, NotFound
-from sgam.oracle import ASSERT, CONFIRM, CORRECT, RETRACT, Slot, Statement, believed
+from sgam.bench.oracle import ASSERT, CONFIRM, CORRECT, RETRACT, Slot, Statement, believed
 
 
 def at(text: str) -> datetime:

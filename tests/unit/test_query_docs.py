@@ -73,7 +73,7 @@ def test_examples_are_browsers_arrow_form() -> None:
 
 def test_every_printed_example_is_the_param_script() -> None:
     """queries/README.md, the favourites and the guide print the same generated lines."""
-    from sgam import browser
+    from sgam.local import browser
 
     readme = docs.render_readme()
     favourites = browser.favorites()

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from sgam.cli import app
 from sgam.graph.schema import default_schema
-from sgam.tables import attribute_table
+from sgam.cli.tables import attribute_table
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- attribute table: sgam schema show --markdown"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sgam.graph import default_schema
 from sgam.ingest.episodes import event
-from sgam.ingest.events import EventMapper, load_event_rules
+from sgam.ingest.extractors.events import EventMapper, load_event_rules
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 START = README.index("An event is a JSON object with `type`")

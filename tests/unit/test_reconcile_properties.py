@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from sgam.graph import Conflict, Fact, MemoryDelta, NotAllowed, NotFound, Schema, Status, default_schema, reconcile
 from sgam.graph.reconcile import Point, apply_plan
-from sgam.oracle import Slot, Statement
+from sgam.bench.oracle import Slot, Statement
 
 SCHEMA = default_schema()
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from sgam.graph.models import Episode
 from sgam.graph.schema import default_schema
-from sgam.ingest.sgr import (
+from sgam.ingest.extractors.sgr import (
     DECISIONS,
     CandidateReasoning,
     DeltaProposal,

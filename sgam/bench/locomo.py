@@ -39,14 +39,13 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sgam.bench import BM25, _git_state, _machine, _version
+from sgam.bench.common import BM25, git_state, machine_info, package_version, torch_threads
 from sgam.graph.errors import InvalidDelta
 from sgam.graph.models import Episode, EpisodeKind
 
@@ -75,23 +74,6 @@ class _Embedded:
         missing = list(dict.fromkeys(t for t in texts if t not in self.known))
         self.known.update(zip(missing, self.inner.embed(missing)))
         return [self.known[t] for t in texts]
-
-
-@contextmanager
-def _torch_threads(threads: int) -> Iterator[int]:
-    """torch's intra-op thread count set to ``threads`` (0: left as is) for the block; yields it."""
-    try:
-        import torch
-    except ImportError:
-        yield 0
-        return
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        yield torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -182,7 +164,7 @@ def run(path: Path | str, *, out_dir: Path | str = Path("bench/results"), limit:
     ``threads``: torch threads for MiniLM while it runs (0 keeps torch's default)."""
     if threads < 0:
         raise InvalidDelta(f"threads must be 0 (torch's default) or a positive count, got {threads}")
-    with _torch_threads(threads) as used:
+    with torch_threads(threads) as used:
         return _run(path, out_dir=Path(out_dir), limit=limit, uri=uri, auth=auth, embedder=embedder,
                     log=log, keep=keep, threads=used)
 
@@ -296,12 +278,12 @@ def _run(path: Path | str, *, out_dir: Path, limit: int | None, uri: str | None,
             "latency_p50_ms": round(statistics.median(ms), 2) if ms else None,
         }
     result = {
-        "benchmark": "sgam.bench_locomo", "format": 2, "started_at": started_at.isoformat(),
+        "benchmark": "sgam.bench.locomo", "format": 2, "started_at": started_at.isoformat(),
         "finished_at": datetime.now(timezone.utc).isoformat(),
-        "machine": _machine(),
-        "versions": {"python": sys.version.split()[0], "sgam": _version("sgam"),
-                     "bm25s": _version("bm25s"),
-                     "sentence_transformers": _version("sentence-transformers"), **_git_state()},
+        "machine": machine_info(),
+        "versions": {"python": sys.version.split()[0], "sgam": package_version("sgam"),
+                     "bm25s": package_version("bm25s"),
+                     "sentence_transformers": package_version("sentence-transformers"), **git_state()},
         "params": {"file": str(path), "conversations": len(conversations), "ks": list(KS),
                    "embedder": getattr(embedder, "model_name", type(embedder).__name__),
                    "turns": sum(len(c.turns) for c in conversations),

@@ -3,7 +3,7 @@
 Works with every server that speaks ``POST {base_url}/chat/completions`` with a JSON-schema
 ``response_format``: OpenAI, vLLM (XGrammar), Ollama (``http://127.0.0.1:11434/v1``), llama.cpp,
 LiteLLM... The model is given the rules, the schema's attributes, the episode and the values SGAM
-currently stores, and must answer with the strict reasoning schema of :mod:`sgam.ingest.sgr`.
+currently stores, and must answer with the strict reasoning schema of :mod:`sgam.ingest.extractors.sgr`.
 
 Errors, each an :class:`~sgam.graph.errors.ExtractionError` whose ``transient`` tells a worker what
 to do:
@@ -14,7 +14,7 @@ to do:
 * :class:`EndpointError` (terminal): any other HTTP error (400, 401, 404...) or an answer that is
   not a chat completion; not retried;
 * :class:`ModelRefusal` (terminal): the model refused;
-* :class:`~sgam.ingest.sgr.InvalidModelOutput` (terminal): malformed JSON, a schema-violating
+* :class:`~sgam.ingest.extractors.sgr.InvalidModelOutput` (terminal): malformed JSON, a schema-violating
   object, or reasoning that the episode or the store contradicts; ``raw`` holds the model's text.
 
 Configuration: ``SGAM_LLM_BASE_URL``, ``SGAM_LLM_MODEL``, ``SGAM_LLM_API_KEY`` (see
@@ -36,8 +36,8 @@ from sgam.graph.errors import ExtractionError
 from sgam.graph.models import Episode
 from sgam.graph.schema import Schema, default_schema
 
-from .extract import CurrentState, RawCandidate
-from .sgr import (
+from sgam.ingest.extract import CurrentState, RawCandidate
+from sgam.ingest.extractors.sgr import (
     InvalidModelOutput,
     current_state_json,
     describe_schema,

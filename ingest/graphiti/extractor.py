@@ -50,8 +50,8 @@ from sgam.graph.errors import ExtractionError
 from sgam.graph.models import Episode, EpisodeKind, check_id
 from sgam.graph.schema import Schema, default_schema
 
-from .extract import REFUSED_KEY, CurrentState, RawCandidate
-from .graphiti_env import load_graphiti
+from sgam.ingest.extract import REFUSED_KEY, CurrentState, RawCandidate
+from sgam.ingest.graphiti.env import load_graphiti
 
 GRAPHITI_ENTITY = "Entity"
 _NOT_ID = re.compile(r"[^a-z0-9_.:@\-]+")

@@ -11,8 +11,8 @@ folders 0700 and files 0600; the server runs with umask 077.
     info = server.up()        # idempotent: returns the running server if there is one
     server.down()
 
-``resolve_connection(settings)`` is what the rest of SGAM calls: explicit ``NEO4J_*`` settings
-win, then the local server's stored credentials.
+Clients find the server through :func:`sgam.settings.resolve_connection` (explicit ``NEO4J_*``
+settings win, then the credentials this module stores), without importing this module.
 """
 
 from __future__ import annotations
@@ -40,12 +40,11 @@ from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
 
 from sgam.graph.errors import ProvisioningError
-from sgam.settings import Settings
+from sgam.settings import CREDENTIALS_FILE, DEFAULT_USER, Settings, stored_credentials
 
 MAIN_CLASS = "org.neo4j.server.CommunityEntryPoint"
 ADMIN_CLASS = "org.neo4j.cli.AdminTool"
 SUPPORTED_JAVA = (17, 21)
-DEFAULT_USER = "neo4j"
 PID_FILE = "sgam-neo4j.pid"
 LIB_MARKER = ".sgam-complete"
 # The plugin jars this home got from the cache, so a later `up` replaces them (and only them).
@@ -209,7 +208,7 @@ class LocalServer:
 
     @property
     def credentials_path(self) -> Path:
-        return self.home / "credentials.json"
+        return self.home / CREDENTIALS_FILE
 
     @property
     def pid_path(self) -> Path:
@@ -310,13 +309,7 @@ class LocalServer:
 
     def credentials(self) -> tuple[str, str, str] | None:
         """(uri, user, password) stored at first provisioning, or None if there are none."""
-        try:
-            data = json.loads(self.credentials_path.read_text(encoding="utf-8"))
-            return (str(data["uri"]), str(data["user"]), str(data["password"]))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ProvisioningError(f"cannot read {self.credentials_path}: {exc}") from exc
+        return stored_credentials(self.credentials_path)
 
     def ensure_jars(self) -> Path:
         """Resolve the server's jars from Maven Central unless a complete lib dir is cached."""
@@ -676,29 +669,6 @@ class LocalServer:
         run.mkdir(parents=True, exist_ok=True, mode=0o700)
         with _file_lock(run / "sgam.lock"):
             yield
-
-
-def resolve_connection(settings: Settings) -> tuple[str, str, str]:
-    """(uri, user, password) for SGAM's Neo4j connection.
-
-    NEO4J_URI (with NEO4J_USER, default "neo4j", and NEO4J_PASSWORD) names an external server and
-    wins outright. Otherwise the local server's stored credentials are used, with NEO4J_USER /
-    NEO4J_PASSWORD still overriding their parts.
-    """
-    if settings.neo4j_uri:
-        if settings.neo4j_password is None:
-            raise ProvisioningError(
-                "NEO4J_URI is set but NEO4J_PASSWORD is not: set NEO4J_PASSWORD for that server"
-            )
-        return settings.neo4j_uri, settings.neo4j_user or DEFAULT_USER, settings.neo4j_password
-    stored = LocalServer(settings).credentials()
-    if stored is None:
-        raise ProvisioningError(
-            "no Neo4j server is configured: run `sgam neo4j up` to start a local one, "
-            "or set NEO4J_URI and NEO4J_PASSWORD"
-        )
-    uri, user, password = stored
-    return uri, settings.neo4j_user or user, settings.neo4j_password or password
 
 
 # ---- helpers ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ Every SGAM number is printed next to a raw Cypher baseline measured in the same 
 
 The stream is generated from a seeded :class:`random.Random`: a few hot subjects with long
 histories and many with a handful of facts; changes, re-asserts, backdated asserts, corrections,
-retractions and exact replays; every ``valid_from`` in the past. :mod:`sgam.oracle` (the temporal
+retractions and exact replays; every ``valid_from`` in the past. :mod:`sgam.bench.oracle` (the temporal
 semantics written from docs/temporal-semantics.md, independent of ``reconcile``) keeps the expected
 value of every slot, and a sample of ``current`` and ``as_of`` answers is checked against it.
 
@@ -30,30 +30,29 @@ import bisect
 import inspect
 import json
 import logging
-import os
 import platform
 import random
 import secrets
 import statistics
-import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
-from importlib import metadata
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta, Op
-from sgam import oracle
-from sgam.graph.schema import Schema, default_schema, value_key
+from sgam.bench import oracle
+from sgam.bench.common import (
+    RAW_LOOKUP, RAW_WRITE, RetryCounter, compare_latency, git_state, latency_summary, loadavg, machine_info, neo4j_info,
+    observed_keys, package_version, percentile, raw_write, write_tenant_cleanup,
+)
+from sgam.bench.workload import ACTORS, EPOCH, HORIZON, MANY_OPS, ONE_OPS, Values, choose
+from sgam.graph.models import Cardinality, Episode, MemoryDelta, Op
+from sgam.graph.schema import Schema, default_schema
 
 SUBJECT_TYPE = "Person"
-EPOCH = datetime(2020, 1, 1, tzinfo=timezone.utc)
-HORIZON = datetime(2025, 6, 1, tzinfo=timezone.utc)  # every valid_from lies before this
 HOT_SUBJECT_SHARE = 0.01  # 1% of the subjects ...
 HOT_FACT_SHARE = 0.15  # ... receive 15% of the facts
 FACTS_PER_EPISODE = (5, 15)  # about 10 facts cite one episode
@@ -68,61 +67,6 @@ ATTRIBUTE_WEIGHTS = {
     "home_city": 20, "contact": 18, "email": 15, "response_style": 15,
     "passport_deadline": 16, "last_contacted_at": 16,
 }
-# Operation mix once a slot has history (the first statement about a slot is an assert).
-ONE_OPS = (("change", 52), ("reassert", 18), ("backdated", 12), ("correct", 8),
-           ("retract", 5), ("replay", 5))
-MANY_OPS = (("add", 55), ("reassert", 15), ("retract", 15), ("backdated", 10), ("replay", 5))
-
-CITIES = ("Berlin", "Lisbon", "Paris", "Madrid", "Rome", "Vienna", "Prague", "Warsaw", "Oslo",
-          "Stockholm", "Helsinki", "Dublin", "London", "Amsterdam", "Brussels", "Zurich", "Geneva",
-          "Munich", "Hamburg", "Milan", "Porto", "Seville", "Athens", "Budapest", "Krakow",
-          "Copenhagen", "Riga", "Tallinn", "Vilnius", "Ljubljana", "Zagreb", "Sofia", "Bucharest",
-          "Belgrade", "Valencia", "Lyon", "Marseille", "Turin", "Naples", "Edinburgh")
-STYLES = ("concise", "detailed", "bullet points", "formal", "casual", "step by step",
-          "with examples", "short answers first")
-FIRST = ("ada", "ben", "chloe", "dmitri", "elena", "farid", "greta", "hugo", "ines", "jonas",
-         "kira", "leo", "mira", "nadia", "omar", "paula", "quentin", "rosa", "sami", "tara")
-LAST = ("adams", "berg", "costa", "dubois", "eriksen", "fischer", "garcia", "horvat", "ivanova",
-        "jansen", "kowalski", "lopez", "moreau", "novak", "olsen", "petrov", "rossi", "schmidt")
-ACTORS = (("user:self", EpisodeKind.MESSAGE), ("agent:support", EpisodeKind.MESSAGE),
-          ("tool:crm", EpisodeKind.TOOL_RESULT), ("tool:calendar", EpisodeKind.EVENT))
-
-RAW_WRITE = """
-UNWIND $rows AS r
-MERGE (e:Entity {tenant_id: r.tenant_id, id: r.subject})
-  ON CREATE SET e:Person, e.type = 'Person', e.name = r.subject, e.created_at = $now
-MERGE (v:Value {tenant_id: r.tenant_id, key: r.node_key})
-  ON CREATE SET v.value = r.props.value, v.value_type = r.props.value_type,
-                v.attribute = r.props.attribute
-CREATE (e)-[f:RAW_FACT]->(v)
-SET f = r.props
-SET f.valid_from = datetime(r.props.valid_from), f.recorded_at = datetime(r.props.recorded_at),
-    f.last_confirmed_at = datetime(r.props.last_confirmed_at)
-"""
-
-# Instants travel as ISO strings and are converted in Cypher, as in SGAM's write path: the
-# driver's per-value datetime conversion is several times slower (about 40 us per value).
-
-# The same indexed lookup as current/as-of (entity by (tenant_id, id), then its relationships),
-# without any temporal predicate.
-RAW_LOOKUP = """
-MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
-WHERE f.attribute = $attribute
-RETURN f.value AS value LIMIT 1
-"""
-
-CLEANUP = (
-    "MATCH (:Entity {tenant_id: $tenant})-[r]->() CALL (r) { DELETE r } IN TRANSACTIONS OF 10000 ROWS",
-    "MATCH (n:Episode {tenant_id: $tenant}) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
-    "MATCH (n:Value {tenant_id: $tenant}) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
-    "MATCH (n:Entity {tenant_id: $tenant}) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
-)
-REMAINING = """
-CALL () { MATCH (n:Entity {tenant_id: $tenant}) RETURN count(n) AS a }
-CALL () { MATCH (n:Episode {tenant_id: $tenant}) RETURN count(n) AS b }
-CALL () { MATCH (n:Value {tenant_id: $tenant}) RETURN count(n) AS c }
-RETURN a + b + c AS remaining
-"""
 COUNT_FACTS = """
 MATCH (:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.memory_id IS NOT NULL
@@ -135,7 +79,7 @@ RETURN count(f) AS facts, count(CASE WHEN f.expired_at IS NULL THEN 1 END) AS be
 
 @dataclass
 class Slot:
-    """The expected state of one (subject, attribute): its statements, in :mod:`sgam.oracle`.
+    """The expected state of one (subject, attribute): its statements, in :mod:`sgam.bench.oracle`.
 
     Values are the schema's value keys (members, for a set). Only valid time is checked, so every
     statement is believed from one transaction time.
@@ -202,45 +146,6 @@ def _subject_weights(rng: random.Random, subjects: int) -> list[float]:
     return weights
 
 
-class _Values:
-    """Realistic values per attribute, by name and value type."""
-
-    def __init__(self, rng: random.Random, schema: Schema) -> None:
-        self.rng = rng
-        self.schema = schema
-        self.people = [f"{f} {l}" for f in FIRST for l in LAST]
-
-    def draw(self, attribute: str, subject: str, at: datetime) -> Any:
-        rng, spec = self.rng, self.schema.attribute(attribute)
-        if attribute == "home_city":
-            return rng.choice(CITIES)
-        if attribute == "response_style":
-            return rng.choice(STYLES)
-        if attribute == "email":
-            return f"{rng.choice(FIRST)}.{rng.choice(LAST)}{rng.randrange(100)}@example.com"
-        if attribute == "contact":
-            return rng.choice(self.people)
-        kind = spec.value_type
-        if kind == "date":
-            return date(2025, 1, 1) + timedelta(days=rng.randrange(3000))
-        if kind == "datetime":
-            return (at - timedelta(minutes=rng.randrange(24 * 60))).replace(microsecond=0)
-        if kind == "int":
-            return rng.randrange(100_000)
-        if kind == "float":
-            return round(rng.uniform(1, 500), 2)
-        if kind == "bool":
-            return rng.random() < 0.5
-        if kind == "enum":
-            return rng.choice(spec.values)
-        return f"{attribute}-{rng.randrange(1000)}"
-
-
-def _choose(rng: random.Random, table: Sequence[tuple[str, int]]) -> str:
-    names, weights = zip(*table)
-    return rng.choices(names, weights)[0]
-
-
 def generate(facts: int, subjects: int, seed: int, tenant: str,
              schema: Schema | None = None) -> Workload:
     """The deterministic delta stream for ``seed`` (the tenant only names where it is written)."""
@@ -251,7 +156,7 @@ def generate(facts: int, subjects: int, seed: int, tenant: str,
     subject_ids = [f"p-{i:06d}" for i in range(subjects)]
     weights = _subject_weights(rng, subjects)
     cumulative = list(_accumulate(weights))
-    values = _Values(rng, schema)
+    values = Values(rng, schema)
     span = (HORIZON - EPOCH).total_seconds()
 
     slots: dict[tuple[str, str], Slot] = {}
@@ -298,7 +203,7 @@ def _accumulate(weights: Sequence[float]):
         yield total
 
 
-def _next_delta(rng: random.Random, values: _Values, slot: Slot, tenant: str, subject: str,
+def _next_delta(rng: random.Random, values: Values, slot: Slot, tenant: str, subject: str,
                 attribute: str, base: datetime, episode: str, actor: str) -> tuple[str, MemoryDelta]:
     def delta(op: Op, value: Any, at: datetime, **extra: Any) -> MemoryDelta:
         return MemoryDelta(
@@ -313,7 +218,7 @@ def _next_delta(rng: random.Random, values: _Values, slot: Slot, tenant: str, su
 
     if not slot.deltas:
         return "create", delta(Op.ASSERT, values.draw(attribute, subject, base), base)
-    kind = _choose(rng, MANY_OPS if slot.many else ONE_OPS)
+    kind = choose(rng, MANY_OPS if slot.many else ONE_OPS)
     if kind == "replay":
         return "replay", rng.choice(slot.deltas)
     if slot.many:
@@ -343,118 +248,11 @@ def _next_delta(rng: random.Random, values: _Values, slot: Slot, tenant: str, su
     return "change", delta(Op.ASSERT, values.draw(attribute, subject, base), base)
 
 
-def _member_key(values: _Values, d: MemoryDelta) -> str:
+def _member_key(values: Values, d: MemoryDelta) -> str:
     return values.schema.coerce(d.attribute, d.value)[1]
 
 
 # -- measuring ---------------------------------------------------------------------------------------
-
-
-def percentile(samples: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(samples)
-    if not ordered:
-        return float("nan")
-    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
-    return ordered[rank - 1]
-
-
-class BM25:
-    """Okapi BM25 over tokenized documents, for the text-memory baselines (``bench_replay``,
-    ``bench_locomo``), on ``bm25s`` (a sparse matrix of precomputed term scores; extra ``bench``).
-
-    The scores are rank-bm25's ``BM25Okapi`` (which these benchmarks used before): k1=1.5, b=0.75,
-    term frequency ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` (bm25s ``method="atire"``)
-    and the Robertson idf ``log((N - df + 0.5) / (df + 0.5))`` (``idf_method="robertson"``), in
-    float64. One difference: a term in more than half of the documents gets idf 0 here, where
-    BM25Okapi gave it 0.25 x the mean idf. Query tokens outside the vocabulary score nothing.
-    """
-
-    def __init__(self, documents: Sequence[Sequence[str]]) -> None:
-        import bm25s
-        import numpy as np
-
-        self.np = np
-        self.size = len(documents)
-        self.index = bm25s.BM25(k1=1.5, b=0.75, method="atire", idf_method="robertson",
-                                dtype="float64")
-        self.index.index([list(d) for d in documents], show_progress=False)
-
-    def scores(self, tokens: Sequence[str]) -> Any:
-        """The score of every document for the query ``tokens`` (numpy array, index order)."""
-        ids = self.index.get_tokens_ids(list(tokens))
-        if not ids:
-            return self.np.zeros(self.size, dtype=self.np.float64)
-        return self.index.get_scores_from_ids(ids)
-
-    def top(self, tokens: Sequence[str], k: int) -> list[int]:
-        """Indices of the ``k`` best documents, by score descending, ties by index ascending."""
-        return top_k(self.scores(tokens), k)
-
-
-def top_k(scores: Any, k: int) -> list[int]:
-    """Indices of the ``k`` highest ``scores`` (a 1-d numpy array), by score descending and ties by
-    index ascending, without sorting the whole array."""
-    import numpy as np
-
-    n = len(scores)
-    k = min(k, n)
-    if k <= 0:
-        return []
-    kth = np.partition(scores, n - k)[n - k]                      # the k-th best score
-    above = np.flatnonzero(scores > kth)
-    tied = np.flatnonzero(scores == kth)[:k - len(above)]         # lowest indices first
-    chosen = np.concatenate([above, tied])
-    return chosen[np.lexsort((chosen, -scores[chosen]))].tolist()
-
-
-def _latency(samples: Sequence[float]) -> dict[str, float]:
-    ms = [s * 1000 for s in samples]
-    return {"n": len(ms), "p50_ms": round(statistics.median(ms), 4),
-            "p99_ms": round(percentile(ms, 99), 4), "mean_ms": round(statistics.fmean(ms), 4),
-            "min_ms": round(min(ms), 4), "max_ms": round(max(ms), 4)}
-
-
-def _compare(sgam: dict[str, float], raw: dict[str, float]) -> dict[str, Any]:
-    return {"sgam": sgam, "raw": raw,
-            "ratio_p50": round(sgam["p50_ms"] / raw["p50_ms"], 3),
-            "ratio_p99": round(sgam["p99_ms"] / raw["p99_ms"], 3)}
-
-
-def _raw_rows(deltas: Sequence[MemoryDelta], tenant: str, schema: Schema,
-              now: datetime) -> list[dict[str, Any]]:
-    """One RAW_FACT per delta with the properties an SGAM fact carries (no reconciliation)."""
-    rows = []
-    for d in deltas:
-        spec = schema.attribute(d.attribute)
-        value, vkey = (None, "") if d.value is None else schema.coerce(d.attribute, d.value)
-        props = {
-            "memory_id": f"m-{uuid.uuid4().hex}", "tenant_id": tenant, "subject": d.subject,
-            "attribute": d.attribute, "value": value, "value_key": vkey,
-            "value_type": spec.value_type, "kind": "attribute", "memory_type": spec.memory_type,
-            "schema_version": schema.version, "valid_from": d.valid_from.isoformat(), "valid_to": None,
-            "recorded_at": now.isoformat(), "expired_at": None, "supersedes_memory_id": None,
-            "revises_memory_id": None, "source_episode_id": d.source_episode_id,
-            "asserted_by": d.asserted_by or "unknown", "confidence": d.confidence,
-            "retention_policy": spec.retention, "status": "confirmed", "op": d.op.value,
-            "support_count": 1, "support_episodes": [d.source_episode_id],
-            "delta_keys": [uuid.uuid4().hex], "last_confirmed_at": now.isoformat(),
-        }
-        rows.append({"tenant_id": tenant, "subject": d.subject,
-                     "node_key": f"{d.attribute}|{vkey}", "props": props})
-    return rows
-
-
-def _raw_write(graph: Any, deltas: Sequence[MemoryDelta], tenant: str, batch_size: int) -> float:
-    """Seconds to write ``deltas`` as plain relationships, batched like SGAM's writes."""
-    schema, driver, database = graph.schema, graph.store.driver, graph.store.database
-    started = time.perf_counter()
-    with driver.session(database=database) as session:
-        for i in range(0, len(deltas), batch_size):
-            now = datetime.now(timezone.utc)
-            rows = _raw_rows(deltas[i:i + batch_size], tenant, schema, now)
-            session.execute_write(lambda tx: tx.run(RAW_WRITE, rows=rows, now=now).consume())
-    return time.perf_counter() - started
 
 
 def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
@@ -463,126 +261,12 @@ def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-def _observed(facts: Sequence[Any]) -> tuple[str, ...]:
-    return tuple(sorted(value_key(_as_utc(f.value)) for f in facts))
-
-
-def _as_utc(value: Any) -> Any:
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(timezone.utc)
-    return value
-
-
-def _write_tenant_cleanup(graph: Any, tenant: str) -> int:
-    with graph.store.driver.session(database=graph.store.database) as session:
-        for statement in CLEANUP:
-            session.run(statement, tenant=tenant).consume()
-        return session.run(REMAINING, tenant=tenant).single()["remaining"]
-
-
-class _RetryCounter(logging.Handler):
-    """Counts the driver's transaction retries (deadlocks, transient errors) during a phase.
-
-    A retry means backoff sleeps inside the measured time, typically because another client
-    wrote to the same server at the same time; the result file records how many there were.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.retries: Counter = Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if "will be retried" in message:
-            code = "Deadlock" if "Deadlock" in message else "other"
-            self.retries[code] += 1
-
-    def take(self) -> dict[str, int]:
-        taken, self.retries = dict(self.retries), Counter()
-        return taken
-
-
 # -- environment -------------------------------------------------------------------------------------
-
-
-def _ram_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _git(*args: str) -> str | None:
-    """Read-only git facts about the source tree the benchmark ran from (None outside a checkout)."""
-    try:
-        root = Path(__file__).resolve().parent.parent
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                             text=True, timeout=5, check=False)
-        return out.stdout.rstrip() if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _git_state() -> dict[str, Any]:
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return {"git_commit": _git("rev-parse", "HEAD"),
-            "git_modified": None if status is None else [line[3:] for line in status.splitlines()]}
 
 
 def _write_many_workers(graph: Any) -> Any:
     parameter = inspect.signature(graph.write_many).parameters.get("workers")
     return 1 if parameter is None else parameter.default
-
-
-def _loadavg() -> list[float] | None:
-    """Load averages (other processes on the machine skew every number; recorded for that)."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _machine() -> dict[str, Any]:
-    ram = _ram_bytes()
-    return {"platform": platform.platform(), "machine": platform.machine(), "cpu": _cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "ram_gb": round(ram / 2**30, 2) if ram else None, "hostname": platform.node()}
-
-
-def _neo4j_info(graph: Any) -> dict[str, Any]:
-    info: dict[str, Any] = {"uri": graph.store.uri, "database": graph.store.database}
-    rows = graph.store.read("CALL dbms.components() YIELD name, versions, edition "
-                            "RETURN name, versions, edition", {})
-    info["components"] = [{"name": r["name"], "versions": r["versions"], "edition": r["edition"]}
-                          for r in rows]
-    info["version"] = rows[0]["versions"][0] if rows else None
-    try:
-        settings = graph.store.read(
-            "SHOW SETTINGS YIELD name, value WHERE name IN $names RETURN name, value",
-            {"names": ["server.memory.heap.max_size", "server.memory.heap.initial_size",
-                       "server.memory.pagecache.size", "db.tx_log.rotation.retention_policy"]})
-        info["settings"] = {r["name"]: r["value"] for r in settings}
-    except Exception:  # noqa: BLE001 - informational only
-        info["settings"] = None
-    return info
 
 
 # -- the benchmark -----------------------------------------------------------------------------------
@@ -597,7 +281,7 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
     if facts < 1 or subjects < 1 or lookups < 1 or batch_size < 1:
         raise ValueError("facts, subjects, lookups and batch_size must be positive")
     started_at = datetime.now(timezone.utc)
-    load_start = _loadavg()
+    load_start = loadavg()
     suffix = secrets.token_hex(4)
     tenant = f"bench-{seed}-{suffix}"
     raw_tenant = f"{tenant}-raw"
@@ -612,7 +296,7 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
 
     graph = MemoryGraph.connect(uri, auth)
     result: dict[str, Any] = {}
-    retries = _RetryCounter()
+    retries = RetryCounter()
     driver_log = logging.getLogger("neo4j")
     driver_log.addHandler(retries)
     try:
@@ -625,7 +309,7 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
         log(f"recorded episodes in {episodes_s:.1f}s")
 
         retries.take()
-        raw_s = _raw_write(graph, workload.deltas, raw_tenant, batch_size)
+        raw_s = raw_write(graph, workload.deltas, raw_tenant, batch_size)
         raw_retries = retries.take()
         log(f"raw baseline write: {raw_s:.1f}s")
         t0 = time.perf_counter()
@@ -651,14 +335,14 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
             "format": 1,
             "started_at": started_at.isoformat(),
             "finished_at": None,
-            "machine": {**_machine(), "loadavg_1_5_15_start": load_start},
+            "machine": {**machine_info(), "loadavg_1_5_15_start": load_start},
             "versions": {
                 "python": sys.version.split()[0], "python_implementation": platform.python_implementation(),
-                "sgam": _version("sgam"), "neo4j_driver": _version("neo4j"),
-                "neo4j_rust_ext": _version("neo4j-rust-ext"), "pydantic": _version("pydantic"),
-                **_git_state(),
+                "sgam": package_version("sgam"), "neo4j_driver": package_version("neo4j"),
+                "neo4j_rust_ext": package_version("neo4j-rust-ext"), "pydantic": package_version("pydantic"),
+                **git_state(),
             },
-            "neo4j": _neo4j_info(graph),
+            "neo4j": neo4j_info(graph),
             "params": {"facts": facts, "subjects": subjects, "lookups": lookups, "seed": seed,
                        "batch_size": batch_size, "episode_batch": EPISODE_BATCH,
                        "write_many_workers": _write_many_workers(graph), "raw_write_workers": 1,
@@ -692,14 +376,14 @@ def main(facts: int = 100_000, subjects: int = 10_000, lookups: int = 2_000, see
         remaining = {}
         for t in (tenant, raw_tenant, warm_tenant):
             try:
-                remaining[t] = _write_tenant_cleanup(graph, t)
+                remaining[t] = write_tenant_cleanup(graph, t)
             except Exception as exc:  # noqa: BLE001 - report, do not mask the real error
                 remaining[t] = f"cleanup failed: {exc}"
         graph.close()
         log(f"cleaned up: {remaining}")
     result["cleanup"] = {"remaining_nodes": remaining}
     result["finished_at"] = datetime.now(timezone.utc).isoformat()
-    result["machine"]["loadavg_1_5_15_end"] = _loadavg()
+    result["machine"]["loadavg_1_5_15_end"] = loadavg()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -724,7 +408,7 @@ def _warm_up_writes(graph: Any, seed: int, tenant: str, batch_size: int) -> None
     warm = generate(min(400, batch_size * 2), 40, seed + 1, tenant)
     graph.record_episodes(warm.episodes)
     graph.write_many(warm.deltas, batch_size=max(1, len(warm.deltas) // 2))
-    _raw_write(graph, warm.deltas, tenant, max(1, len(warm.deltas) // 2))
+    raw_write(graph, warm.deltas, tenant, max(1, len(warm.deltas) // 2))
 
 
 def _dataset(workload: Workload, generate_s: float) -> dict[str, Any]:
@@ -785,7 +469,7 @@ def _lookups(graph: Any, workload: Workload, lookups: int,
     for i, (subject, attribute) in enumerate(pairs):
         slot = workload.slots[(subject, attribute)]
         for name, instant in (("current", now), ("as_of", instants[i])):
-            expected, observed = slot.expected(instant), _observed(answers[name][i])
+            expected, observed = slot.expected(instant), observed_keys(answers[name][i])
             if expected != observed:
                 if name == "current":
                     current_bad += 1
@@ -795,12 +479,12 @@ def _lookups(graph: Any, workload: Workload, lookups: int,
                                    "at": instant.isoformat(), "expected": list(expected),
                                    "observed": list(observed), "deltas": len(slot.deltas)})
 
-    stats = {name: _latency(values) for name, values in samples.items()}
+    stats = {name: latency_summary(values) for name, values in samples.items()}
     result = {
-        "current": _compare(stats["current"], stats["raw"]),
-        "as_of": _compare(stats["as_of"], stats["raw"]),
-        "current_cypher_only": _compare(stats["current_cypher"], stats["raw"]),
-        "as_of_cypher_only": _compare(stats["as_of_cypher"], stats["raw"]),
+        "current": compare_latency(stats["current"], stats["raw"]),
+        "as_of": compare_latency(stats["as_of"], stats["raw"]),
+        "current_cypher_only": compare_latency(stats["current_cypher"], stats["raw"]),
+        "as_of_cypher_only": compare_latency(stats["as_of_cypher"], stats["raw"]),
         "raw_query": RAW_LOOKUP.strip(),
         "ratio_meaning": "SGAM latency / raw latency; *_cypher_only = the named query without Fact conversion",
         "pairs": lookups, "distinct_pairs": len(set(pairs)), "warmup_calls_per_variant": min(WARMUP_LOOKUPS, lookups),

@@ -57,7 +57,8 @@ scans every ``RELATES_TO`` edge of the group. ``tests/integration/test_bench_gra
 that Graphiti's answers are the same with and without SGAM data beside them, and the replay smoke
 test that SGAM stays exact with Graphiti's graph and indexes in the same database.
 
-Telemetry: ``GRAPHITI_TELEMETRY_ENABLED`` is set to ``false`` before graphiti-core is imported, and
+Telemetry: graphiti-core is imported through :func:`sgam.ingest.graphiti.env.load_graphiti`
+(``GRAPHITI_TELEMETRY_ENABLED`` = ``false`` first), and
 ``Graphiti()`` (the only place that sends it) is never constructed; search is called with a
 ``GraphitiClients`` whose LLM and cross-encoder raise if ever used.
 """
@@ -65,41 +66,35 @@ Telemetry: ``GRAPHITI_TELEMETRY_ENABLED`` is set to ``false`` before graphiti-co
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from sgam.graph.errors import SgamError
+from sgam.bench.common import package_version, percentile
+from sgam.bench.workload import ATTRS, NONE
+from sgam.ingest.graphiti.env import GraphitiUnavailable, load_graphiti
 
-os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
+# Importing this module is the choice to run Graphiti: graphiti-core is imported here, through the
+# one loader (telemetry off, no .env loading, no import warnings); GraphitiUnavailable if missing.
+load_graphiti()
 
-try:
-    with warnings.catch_warnings():
-        # graphiti-core's import emits pydantic deprecation warnings (class-based config)
-        warnings.simplefilter("ignore")
-        from graphiti_core.cross_encoder.client import CrossEncoderClient
-        from graphiti_core.driver.neo4j_driver import Neo4jDriver
-        from graphiti_core.edges import EntityEdge, EpisodicEdge
-        from graphiti_core.embedder.client import EmbedderClient
-        from graphiti_core.graphiti_types import GraphitiClients
-        from graphiti_core.helpers import semaphore_gather, validate_group_id
-        from graphiti_core.llm_client import LLMClient
-        from graphiti_core.nodes import EntityNode, EpisodicNode, EpisodeType, Node
-        from graphiti_core.search.search import search as graphiti_search
-        from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
-        from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
-        from graphiti_core.tracer import NoOpTracer
-        from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
-        from graphiti_core.utils.maintenance.edge_operations import _apply_temporal_invalidation
-except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(
-        f"Graphiti in the benchmarks needs graphiti-core: pip install 'sgam[graphiti]' ({exc})"
-    ) from exc
+from graphiti_core.cross_encoder.client import CrossEncoderClient  # noqa: E402
+from graphiti_core.driver.neo4j_driver import Neo4jDriver  # noqa: E402
+from graphiti_core.edges import EntityEdge, EpisodicEdge  # noqa: E402
+from graphiti_core.embedder.client import EmbedderClient  # noqa: E402
+from graphiti_core.graphiti_types import GraphitiClients  # noqa: E402
+from graphiti_core.helpers import semaphore_gather, validate_group_id  # noqa: E402
+from graphiti_core.llm_client import LLMClient  # noqa: E402
+from graphiti_core.nodes import EntityNode, EpisodicNode, EpisodeType, Node  # noqa: E402
+from graphiti_core.search.search import search as graphiti_search  # noqa: E402
+from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF  # noqa: E402
+from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters  # noqa: E402
+from graphiti_core.tracer import NoOpTracer  # noqa: E402
+from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk  # noqa: E402
+from graphiti_core.utils.maintenance.edge_operations import _apply_temporal_invalidation  # noqa: E402
 
 TOP_K = 10
 SYSTEMS = ("graphiti", "graphiti-datefilter")
@@ -122,10 +117,6 @@ RULES = {
                   "(invalid_at IS NULL OR invalid_at > t); believed_at: plus created_at <= k AND "
                   "(expired_at IS NULL OR expired_at > k); other types unfiltered",
 }
-
-
-class GraphitiUnavailable(SgamError):
-    """Graphiti was asked for something this no-LLM harness does not do, or a bad group id."""
 
 
 # -- the clients graphiti-core's search needs ----------------------------------------------------
@@ -296,7 +287,6 @@ class GraphitiReplay:
         self.speakers: dict[str, str] = {}
 
     def load(self, world: Any) -> dict[str, Any]:
-        from sgam.bench_replay import ATTRS
 
         started = time.perf_counter()
         persons: dict[tuple[str, str], EntityNode] = {}
@@ -404,7 +394,6 @@ class GraphitiReplay:
         return None
 
     def answer(self, q: Any, datefilter: bool) -> str:
-        from sgam.bench_replay import ATTRS, NONE
 
         query = re.sub(r"^\[[^\]]*\]\s*", "", q.text)
         edges = self.s.search(query, group_for(q.tenant), self._filters(q) if datefilter else None)
@@ -451,7 +440,6 @@ class GraphitiReplay:
 
 
 def _pct(values: Sequence[float], p: float) -> float:
-    from sgam.bench import percentile
 
     return float(percentile(list(values), p)) if values else float("nan")
 
@@ -565,9 +553,8 @@ def _scale_probe(s: GraphitiSession, rows: Sequence[dict], questions: Sequence[d
 
 
 def versions() -> dict[str, str | None]:
-    from sgam.bench import _version
 
-    return {"graphiti_core": _version("graphiti-core")}
+    return {"graphiti_core": package_version("graphiti-core")}
 
 
 __all__ = ["GraphitiReplay", "GraphitiSession", "GraphitiUnavailable", "MiniLMEmbedder",

@@ -1,102 +1,32 @@
-"""The ``sgam`` command line: a thin shell over the library.
-
-    sgam neo4j up|down|status      run the local Neo4j (no Docker needed)
-    sgam replay FILE.jsonl         replay episodes with their structured deltas
-    sgam query NAME ...            run a named query (current, as-of, history, provenance, traverse)
-    sgam export -t T --format F    a point-in-time subgraph as GraphML or node-link JSON
-    sgam timeline -t T -s S -o F   a subject's history as a picture (valid time x belief)
-    sgam context -t T "QUESTION"   the smallest cited context for an agent's prompt
-    sgam confirm -t T -s S -a A    confirm a pending candidate (sgam query candidates lists them)
-    sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
-    sgam demo                      the seed example, side by side with a naive text memory
-    sgam bench [scale|replay|locomo|baseline]   benchmarks: SGAM vs raw Cypher, text memory and Graphiti
-    sgam ingest FILE... -t T       record episodes, process them now or queue them
-    sgam delete memory|episode|tenant -t T ...   delete at one grain, with --dry-run and an audit record
-    sgam export-subject -t T -s S  everything stored about a subject, as JSON
-    sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
-"""
+"""The core ``sgam`` commands: the local server, schemas, the Browser, and reading and writing a
+tenant's memory (replay, query, export, timeline, doctor, purge, forget, confirm, context, embed,
+demo, stats)."""
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
-from collections.abc import Callable
 from dataclasses import asdict
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sgam.graph.errors import (
-    ForgottenSubject, SgamError, StoreUnavailable, UnknownAttribute, UnknownSubject, UnknownTenant,
-)
+from sgam.api import MemoryGraph
+from sgam.cli.common import app, console, err, friendly, instant, jsonable, print_table, retried_line
 from sgam.graph.forget import ForgetReport
-from sgam.graph.store import Retries
-from sgam.graph.writes import native
 from sgam.queries.loader import get_query, load_queries
+from sgam.settings import Settings
 
-from .api import MemoryGraph, instant_arg
-from .settings import Settings
-
-# Plain help (typer's documented rich_markup_mode=None, for every sub-app too): typer 0.29's Rich
-# help panel prints a type after every option, "<bool>" after flags that take no value, where its
-# plain formatter leaves flags bare (tests/unit/test_cli_help.py).
-app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
-                  help="SGAM: schema-guided, bitemporal agent memory on Neo4j.")
 neo4j_app = typer.Typer(no_args_is_help=True, help="Run the local Neo4j server (no Docker needed).")
 app.add_typer(neo4j_app, name="neo4j")
 browser_app = typer.Typer(no_args_is_help=True, help="Neo4j Browser: style, favourites and guide.")
 schema_app = typer.Typer(no_args_is_help=True, help="Schemas: show one, compare two, apply a new version.")
 app.add_typer(schema_app, name="schema")
 app.add_typer(browser_app, name="browser")
-
-console = Console()
-err = Console(stderr=True)
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-# Exit codes (README, "Errors"). 0: done; 1: an error (one line on stderr), or a check that found
-# something (doctor, schema diff); 2: a usage error, or some input lines or items were refused
-# (replay, ingest: the report names them); 3: `sgam neo4j status`: the server is not running.
-EXIT_ERROR = 1
-EXIT_UNKNOWN_NAME = 4   # a tenant, subject or attribute name that names nothing (or a forgotten subject)
-EXIT_UNAVAILABLE = 5    # Neo4j not reachable (or it refused the credentials), after the bounded retries
-UNKNOWN_NAMES = (UnknownTenant, UnknownSubject, ForgottenSubject, UnknownAttribute)
-
-
-def exit_code(exc: SgamError) -> int:
-    """The documented exit code of an SGAM error."""
-    if isinstance(exc, UNKNOWN_NAMES):
-        return EXIT_UNKNOWN_NAME
-    if isinstance(exc, StoreUnavailable):
-        return EXIT_UNAVAILABLE
-    return EXIT_ERROR
-
-
-def friendly(func: F) -> F:
-    """Print an SGAM error as one line on stderr and exit with its code, instead of a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # The driver logs each retry of a failing transaction as a multi-line warning; the command
-        # says the outcome in one line instead (the wait is bounded: SGAM_NEO4J_RETRY_SECONDS).
-        logging.getLogger("neo4j").setLevel(logging.ERROR)
-        try:
-            return func(*args, **kwargs)
-        except SgamError as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(exit_code(exc)) from None
-        except (OSError, UnicodeDecodeError) as exc:   # a file named on the command line
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_ERROR) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _settings(home: Path | None = None, bolt_port: int | None = None,
@@ -120,7 +50,7 @@ AS_HELP = ("The reader principal, e.g. user:mira: private facts reach only their
 @friendly
 def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = HttpOpt) -> None:
     """Provision Neo4j 5.26 from Maven Central (first time), start it, wait until it answers."""
-    from .neo4j_local import LocalServer
+    from sgam.local.server import LocalServer
 
     settings = _settings(home, bolt_port, http_port)
     with console.status("Starting Neo4j (the first run resolves the server from Maven Central)..."):
@@ -135,7 +65,7 @@ def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = Ht
 
 
 def _local_auth(settings: Settings) -> tuple[str, str]:
-    from .neo4j_local import resolve_connection
+    from sgam.local.server import resolve_connection
 
     _, user, password = resolve_connection(settings)
     return user, password
@@ -145,7 +75,7 @@ def _local_auth(settings: Settings) -> tuple[str, str]:
 @friendly
 def neo4j_down(home: Path = HomeOpt) -> None:
     """Stop the server that `sgam neo4j up` started (and nothing else)."""
-    from .neo4j_local import LocalServer
+    from sgam.local.server import LocalServer
 
     stopped = LocalServer(_settings(home)).down()
     console.print("Neo4j stopped." if stopped else "Neo4j was not running.")
@@ -155,7 +85,7 @@ def neo4j_down(home: Path = HomeOpt) -> None:
 @friendly
 def neo4j_status(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = HttpOpt) -> None:
     """Say whether the local server runs, where, and where its logs and credentials are."""
-    from .neo4j_local import LocalServer
+    from sgam.local.server import LocalServer
 
     status = LocalServer(_settings(home, bolt_port, http_port)).status()
     state = f"running (pid {status.pid})" if status.running else "not running"
@@ -177,7 +107,7 @@ def schema_show(schema: str = typer.Argument("default", help="A shipped schema n
                                                    "as a Markdown table")) -> None:
     """List a schema's entity types, attributes and retention classes."""
     from sgam.graph.schema import load_schema
-    from sgam.tables import attribute_table
+    from sgam.cli.tables import attribute_table
 
     loaded = load_schema(schema)
     if markdown:
@@ -272,8 +202,8 @@ def browser_help_command(home: Path = HomeOpt, http_port: int = HttpOpt,
                          directory: Path = typer.Option(Path("browser"), "--dir",
                                                         help="Where to write sgam.grass")) -> None:
     """Write the style to DIR/sgam.grass and say how to load it, the favourites and the guide."""
-    from .browser import STYLE_FILE, browser_help, style
-    from .neo4j_local import LocalServer
+    from sgam.local.browser import STYLE_FILE, browser_help, style
+    from sgam.local.server import LocalServer
 
     directory.mkdir(parents=True, exist_ok=True)
     style_path = directory / STYLE_FILE
@@ -286,7 +216,7 @@ def browser_help_command(home: Path = HomeOpt, http_port: int = HttpOpt,
 @friendly
 def browser_export(directory: Path = typer.Argument(Path("browser"), help="Where to write the files")) -> None:
     """Write sgam.grass, the favourites zip and the guide for Neo4j Browser."""
-    from .browser import export
+    from sgam.local.browser import export
 
     for path in export(directory):
         console.print(f"wrote {path}", highlight=False, markup=False)
@@ -298,7 +228,7 @@ def browser_guide(port: int = typer.Option(0, help="Port on localhost (0 = any f
     """Serve the SGAM Browser guide and style on localhost: `:play URL`, `:style URL` (Ctrl-C stops)."""
     import time
 
-    from .browser import serve_guide, style_url
+    from sgam.local.browser import serve_guide, style_url
 
     with serve_guide(port) as url:
         console.print(f"In Neo4j Browser, run:  :play {url}", highlight=False, soft_wrap=True)
@@ -362,50 +292,6 @@ def replay(
         raise typer.Exit(2)
 
 
-def retried_line(retries: Retries) -> str:
-    """The summary line for write transactions that succeeded only after a retry."""
-    return (f"{retries.transactions} transaction(s) retried after transient errors (deadlocks, lock "
-            f"time-outs between concurrent writers), {retries.attempts} extra attempt(s); all completed")
-
-
-def _jsonable(value: Any) -> Any:
-    value = native(value)
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "nodes") and hasattr(value, "relationships"):
-        return [n.get("id") for n in value.nodes]
-    if hasattr(value, "element_id") and hasattr(value, "items"):  # a node or relationship
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value
-
-
-def _print_table(name: str, records: list[dict[str, Any]]) -> None:
-    """The rows as a table of the columns an analyst reads (sgam/tables.py); --json has them all."""
-    from .tables import TRANSPOSED, table_rows, unbroken
-
-    columns, rows = table_rows(name, records)
-    if name in TRANSPOSED:  # one wide record: a field per line reads better than 15 columns
-        console.print(f"{name}: {len(records)} row(s)", highlight=False)
-        for row in rows:
-            table = Table(show_header=False)
-            table.add_column(style="bold", no_wrap=True)
-            table.add_column(overflow="fold")
-            for column, text in zip(columns, row):
-                table.add_row(column, text)
-            console.print(table)
-        return
-    table = Table(title=f"{name}: {len(records)} row(s)", title_justify="left")
-    for column, whole in zip(columns, unbroken(columns, rows, console.width)):
-        table.add_column(column, overflow="fold", no_wrap=whole)
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-
-
 @app.command()
 @friendly
 def query(
@@ -459,24 +345,19 @@ def query(
     with MemoryGraph.connect(bootstrap=False) as graph:
         records = graph.query(name, **values)
     if as_json:
-        console.print_json(json.dumps([{k: _jsonable(v) for k, v in r.items()} for r in records]))
+        console.print_json(json.dumps([{k: jsonable(v) for k, v in r.items()} for r in records]))
     else:
-        _print_table(name, records)
-
-
-def _instant(text: str | None, option: str) -> datetime | None:
-    """An instant option, read by the API's rule (:func:`sgam.api.instant_arg`)."""
-    return None if text is None else instant_arg(text, option)
+        print_table(name, records)
 
 
 def _renamed(new: str | None, old: str | None, new_flag: str, old_flag: str = "--as-of") -> datetime | None:
     """An instant option that was renamed: the new flag, or the old one with a note on stderr."""
     if old is None:
-        return _instant(new, new_flag)
+        return instant(new, new_flag)
     if new is not None:
         raise typer.BadParameter(f"give {new_flag} only ({old_flag} is its deprecated old name)")
     err.print(f"note: {old_flag} is deprecated; use {new_flag}", highlight=False)
-    return _instant(old, old_flag)
+    return instant(old, old_flag)
 
 
 @app.command()
@@ -493,11 +374,11 @@ def export(
     principal: str = typer.Option(None, "--as", help=AS_HELP),
 ) -> None:
     """Export a point-in-time subgraph (facts valid at --valid-at) as GraphML or node-link JSON."""
-    from .export import FORMATS, dumps, write
+    from sgam.export import FORMATS, dumps, write
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    when, believed = _renamed(valid_at, as_of, "--valid-at"), _instant(known_at, "--known-at")
+    when, believed = _renamed(valid_at, as_of, "--valid-at"), instant(known_at, "--known-at")
     with MemoryGraph.connect(bootstrap=False) as graph:
         nx_graph = graph.to_networkx(tenant, valid_at=when, known_at=believed,
                                      subjects=subject or None, hops=hops, principal=principal)
@@ -519,7 +400,7 @@ def timeline(
     principal: str = typer.Option(None, "--as", help=AS_HELP),
 ) -> None:
     """Draw a subject's history: versions over valid time, layered by when the store believed them."""
-    from .timeline import figure, save
+    from sgam.timeline import figure, save
 
     with MemoryGraph.connect(bootstrap=False) as graph:
         rows = graph.history(tenant, subject, attribute, principal=principal)
@@ -542,9 +423,9 @@ def doctor(
         problems = graph.doctor(tenant)
         residue = graph.residue(tenant, forgotten, forgotten=True) if forgotten else []
     if residue:
-        _print_table(f"residue of {forgotten}", residue)
+        print_table(f"residue of {forgotten}", residue)
     if problems:
-        _print_table("doctor", problems)
+        print_table("doctor", problems)
     if problems or residue:
         raise typer.Exit(1)
     console.print(f"tenant {tenant!r}: no invariant violations"
@@ -558,7 +439,7 @@ def purge(
     now: str = typer.Option(None, "--now", help="Purge as if at this instant (ISO; default now)"),
 ) -> None:
     """Remove facts whose retention expired, in bounded batches, and report what went."""
-    at = _instant(now, "--now")
+    at = instant(now, "--now")
     with MemoryGraph.connect() as graph, Progress(
         TextColumn("purging"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True,
@@ -596,7 +477,7 @@ def forget(
         residue = graph.residue(tenant, subject, forgotten=True)
     console.print(_forgotten(report), highlight=False, markup=False)
     if residue:
-        _print_table(f"residue of {subject}", residue)
+        print_table(f"residue of {subject}", residue)
         err.print(f"{len(residue)} traces of {subject!r} are left (see above): the erasure is not "
                   "complete; report this as a bug", highlight=False)
         raise typer.Exit(1)
@@ -668,7 +549,7 @@ def context(
     with MemoryGraph.connect(bootstrap=False) as graph:
         result = graph.context(tenant, question, subjects=subject or None, attributes=attribute or None,
                                valid_at=when, budget_tokens=budget, expand=expand, principal=principal,
-                               asked_at=_instant(asked_at, "--asked-at"), memory_types=memory_type or None)
+                               asked_at=instant(asked_at, "--asked-at"), memory_types=memory_type or None)
     if as_json:
         console.print_json(result.model_dump_json())
         return
@@ -710,7 +591,7 @@ def embed(
 def demo(project: bool = typer.Option(False, "--project", help="Project memory instead: replay a small "
                                        "project history into tenant `demo-project` (schema project-memory)")) -> None:
     """Wipe tenant `demo`, replay the demo episodes into it and compare SGAM with a naive text memory."""
-    from . import demo as demo_module
+    from sgam import demo as demo_module
 
     if project:
         from sgam.graph.schema import load_schema
@@ -739,7 +620,7 @@ def stats(
     if not rows:   # known (a deletion record says so) but empty
         console.print(f"tenant {tenant!r} holds nothing now (it was deleted)", highlight=False, markup=False)
         return
-    row = {k: _jsonable(v) for k, v in rows[0].items()}
+    row = {k: jsonable(v) for k, v in rows[0].items()}
     if as_json:
         console.print_json(json.dumps(row))
         return
@@ -751,128 +632,3 @@ def stats(
                   f"  quarantine       {row['quarantine_open']} open of {row['quarantine_total']}\n"
                   f"  queue            {both(row['queue'], 'episodes')}\n"
                   f"  last write       {row['last_write'] or 'never'}", highlight=False)
-
-
-bench_app = typer.Typer(invoke_without_command=True,
-                        help="Benchmarks; without a subcommand: scale and replay at their default sizes.")
-app.add_typer(bench_app, name="bench")
-
-
-@bench_app.callback()
-def bench(ctx: typer.Context) -> None:
-    """Benchmarks; without a subcommand: scale and replay at their default sizes."""
-    if ctx.invoked_subcommand is None:
-        for name in ("scale", "replay"):  # each with its own defaults, as if run without options
-            command = ctx.command.get_command(ctx, name)
-            with command.make_context(name, [], parent=ctx) as sub:
-                command.invoke(sub)
-
-
-@bench_app.command("baseline")
-@friendly
-def bench_baseline(
-    facts: int = typer.Option(100_000, help="Facts to write"),
-    subjects: int = typer.Option(10_000, help="Subjects they are about"),
-    lookups: int = typer.Option(2_000, help="Timed lookups per query kind"),
-    seed: int = typer.Option(7, help="Random seed of the generated data (same seed, same data)"),
-    out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON result goes"),
-) -> None:
-    """Write throughput and lookup latency at one size, each next to a raw-Cypher baseline."""
-    from . import bench as bench_module
-
-    bench_module.main(facts=facts, subjects=subjects, lookups=lookups, seed=seed, out_dir=out_dir)
-
-
-def _sizes(text: str) -> list[int]:
-    sizes = []
-    for part in text.split(","):
-        part = part.strip().lower().replace("_", "")
-        scale = {"k": 1_000, "m": 1_000_000}.get(part[-1:], 1)
-        try:
-            sizes.append(int(float(part[:-1] if scale > 1 else part) * scale))
-        except ValueError:
-            raise typer.BadParameter(f"--sizes: {part!r} is not a size; use e.g. 10k,100k,1m") from None
-    return sizes
-
-
-@bench_app.command("scale")
-@friendly
-def bench_scale(
-    sizes: str = typer.Option("10k,100k,1m", help="Graph sizes in facts, ascending (e.g. 10k,100k,1m)"),
-    huge: bool = typer.Option(False, "--huge", help="Add 10M facts (3-4 hours, ~20 GB of disk, ~1 GB of RAM; see README)"),
-    window: int = typer.Option(20_000, help="Deltas written through write_many (timed) at each size"),
-    lookups: int = typer.Option(300, help="Timed calls per operation and size"),
-    graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
-                                  help="Graphiti search latency too [default: at sizes up to 10k]"),
-    seed: int = typer.Option(7, help="Random seed of the generated data (same seed, same data)"),
-    out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
-    keep: bool = typer.Option(False, "--keep", help="Leave the last size's tenant in the database"),
-) -> None:
-    """Cost vs graph size (10k, 100k, 1M facts): writes, current, as_of, history, 3-hop traverse
-    and context, each next to raw Cypher; store size, heap and RSS."""
-    from . import bench_scale as scale_module
-
-    chosen = _sizes(sizes) + ([scale_module.HUGE_SIZE] if huge else [])
-    result = scale_module.run(chosen, seed=seed, window=window, lookups=lookups, graphiti=graphiti,
-                              out_dir=out_dir, keep=keep, log=err.print)
-    scale_module.print_summary(result, console)
-
-
-@bench_app.command("replay")
-@friendly
-def bench_replay(
-    size: str = typer.Option("smoke", help="smoke | small | large"),
-    seed: int = typer.Option(7, help="Random seed of the generated data (same seed, same data)"),
-    out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON, Markdown and PNG go"),
-    graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
-                                  help="Include Graphiti (graphiti-core, extra 'graphiti') [default: "
-                                       "at smoke and small; at large its load rate is measured on a sample]"),
-    threads: int = typer.Option(1, min=0, help="torch threads for MiniLM (0 = torch's default; 1 is "
-                                               "fastest on a busy 2-core machine)"),
-) -> None:
-    """Deterministic replay benchmark: SGAM vs text memory (BM25, MiniLM) and Graphiti, no LLM."""
-    from . import bench_replay as replay_module
-
-    if size not in replay_module.SIZES:
-        raise typer.BadParameter(f"--size must be one of {', '.join(replay_module.SIZES)}")
-    result = replay_module.run(size=size, seed=seed, out_dir=out_dir, graphiti=graphiti,
-                               log=err.print, threads=threads)
-    console.print(replay_module.markdown(result), markup=False, highlight=False)
-    console.print(f"results: {result['result_files']}", markup=False, highlight=False)
-
-
-app.command("bench-replay", hidden=True, help="Alias of `sgam bench replay`.")(bench_replay)
-
-
-@bench_app.command("locomo")
-@friendly
-def bench_locomo(
-    path: Path = typer.Argument(..., exists=True, dir_okay=False,
-                                help="locomo10.json (snap-research/locomo, CC BY-NC 4.0; not shipped)"),
-    out_dir: Path = typer.Option(Path("bench/results"), help="Where the JSON and Markdown go"),
-    limit: int = typer.Option(0, help="Use only the first N conversations (0 = all)"),
-    threads: int = typer.Option(1, min=0, help="torch threads for MiniLM (0 = torch's default; 1 is "
-                                               "fastest on a busy 2-core machine)"),
-) -> None:
-    """Evidence recall@5/10 on LoCoMo: SGAM's context assembly vs plain BM25 and plain MiniLM."""
-    from . import bench_locomo as locomo_module
-
-    result = locomo_module.run(path, out_dir=out_dir, limit=limit or None, log=err.print,
-                               threads=threads)
-    console.print(locomo_module.markdown(result), markup=False, highlight=False)
-    console.print(f"results: {result['result_files']}", markup=False, highlight=False)
-
-
-# ingest, worker, queue and quarantine live in their own module; it gets the helpers above.
-from .ingest_cli import register as _register_ingest  # noqa: E402
-
-_register_ingest(app, friendly, console, err, _instant, _print_table, retried_line)
-
-# delete memory|episode|tenant and export-subject (data protection) live in their own module too.
-from .deletion_cli import register as _register_deletion  # noqa: E402
-
-_register_deletion(app, friendly, console, err, _jsonable)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    app()

@@ -4,7 +4,7 @@ A seeded generator builds multi-tenant episode streams (one statement per episod
 structured delta): changes, retroactive corrections, backdated facts, out-of-order arrival,
 retractions, set-valued adds/removes, repeated statements (restates), changes by different speakers,
 erasures (``forget_subject``), and cross-tenant distractors (every tenant has the same person
-names). :mod:`sgam.oracle` (the temporal semantics written from docs/temporal-semantics.md, not
+names). :mod:`sgam.bench.oracle` (the temporal semantics written from docs/temporal-semantics.md, not
 ``reconcile``) yields exact gold answers for:
 ``current``, ``as_of`` (value at a date, as believed now), ``believed_at`` (value at a date as
 believed on an earlier transaction date), ``history`` (believed values in valid-time order),
@@ -20,7 +20,7 @@ Systems, scored on the same data in the same run:
 * **graphiti / graphiti-datefilter**: the same facts as a Graphiti graph written with
   graphiti-core's own save functions (no LLM; an ideal extractor, Graphiti's own temporal
   invalidation rule) in the same database, answered by graphiti-core's hybrid search (BM25 + MiniLM
-  cosine, RRF) without and with its date filters; see :mod:`sgam.bench_graphiti`.
+  cosine, RRF) without and with its date filters; see :mod:`sgam.bench.graphiti`.
 * **dm-bm25-top1 / dm-bm25-newest / dm-minilm-top1 / dm-minilm-newest**: the same episodes as free
   text in one shared text store (the tenant is a label inside the text, not a hard filter), top-k by
   BM25 (``bm25s``: Okapi, k1=1.5, b=0.75, Robertson idf; see :class:`sgam.bench.BM25`) or MiniLM
@@ -51,15 +51,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sgam import oracle
-from sgam.bench import BM25, _git_state, _machine, _version, percentile, top_k
+from sgam.bench import oracle
+from sgam.bench.common import BM25, git_state, machine_info, package_version, percentile, top_k, torch_threads
+from sgam.bench.workload import ATTRS, NONE
 from sgam.graph.errors import NotFound, SgamError
+from sgam.ingest.graphiti.env import GraphitiUnavailable
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta, Op
 
 DAY = timedelta(days=1)
 START = datetime(2023, 1, 2, tzinfo=timezone.utc)
 END = datetime(2025, 6, 1, tzinfo=timezone.utc)       # every write happens before this
-NONE = "none"
 TOP_K = 10
 EMBED_CHUNK = 8192        # texts per embed call when MiniLM indexes the episodes
 GRAPHITI_SIZES = ("smoke", "small")   # Graphiti by default at these sizes (see run)
@@ -90,8 +91,6 @@ CITIES = ("Berlin", "Lisbon", "Paris", "Madrid", "Rome", "Vienna", "Prague", "Wa
 STYLES = ("concise", "detailed", "formal", "casual", "bulleted", "stepwise", "playful", "terse")
 SPEAKERS = ("user:self", "agent:support", "tool:crm", "colleague:jo", "colleague:pat")
 # attribute -> (phrase in text, set-valued?)
-ATTRS = {"home_city": ("home city", False), "response_style": ("response style", False),
-         "email": ("email", False), "contact": ("contact", True)}
 
 
 @dataclass
@@ -115,7 +114,7 @@ class Event:
 
 @dataclass
 class Slot:
-    """One slot's statements in arrival order; the gold answers come from :mod:`sgam.oracle`."""
+    """One slot's statements in arrival order; the gold answers come from :mod:`sgam.bench.oracle`."""
 
     many: bool
     events: list[Event] = field(default_factory=list)
@@ -681,13 +680,12 @@ def run(size: str = "smoke", seed: int = 7, out_dir: Path | str = Path("bench/re
     only loads a sample of ``GRAPHITI_PROBE_PERSONS`` persons to measure its load rate, which the
     result's skip reason extrapolates. ``threads``: torch threads for MiniLM (0 keeps torch's
     default; 1 is fastest on a busy 2-core machine)."""
-    from sgam.bench_locomo import _torch_threads
 
     if threads < 0:
         raise SgamError(f"threads must be 0 (torch's default) or a positive count, got {threads}")
     if size not in SIZES:
         raise SgamError(f"size {size!r} is not one of {', '.join(SIZES)}")
-    with _torch_threads(threads) as used:
+    with torch_threads(threads) as used:
         return _run(size, seed, Path(out_dir), uri, auth, dm, graphiti,
                     log or (lambda m: print(m, file=sys.stderr)), used)
 
@@ -718,8 +716,8 @@ def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, 
         systems["sgam"] = lambda q: answer_sgam(graph, q)
         if use_graphiti:
             try:
-                from sgam import bench_graphiti
-            except ImportError as exc:
+                from sgam.bench import graphiti as bench_graphiti
+            except (ImportError, GraphitiUnavailable) as exc:
                 raise SgamError(f"{exc}; or leave Graphiti out with --no-graphiti") from None
             gsession, greplay = _graphiti_replay(bench_graphiti, uri, auth)
             graphiti_info = {"load": greplay.load(world), **bench_graphiti.RULES}
@@ -764,15 +762,15 @@ def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, 
                     "MATCH (n {tenant_id: $t}) WHERE NOT n:Deletion RETURN count(n) AS n", {"t": tenant})[0]["n"]
             graph.close()
     result = {
-        "benchmark": "sgam.bench_replay", "format": 1,
+        "benchmark": "sgam.bench.replay", "format": 1,
         "started_at": started_at.isoformat(), "finished_at": datetime.now(timezone.utc).isoformat(),
         "params": {"size": size, "seed": seed, **SIZES[size], "torch_threads": threads,
                    "tenants_written": world.tenants},
-        "machine": _machine(),
-        "versions": {"python": sys.version.split()[0], "sgam": _version("sgam"),
-                     "bm25s": _version("bm25s"),
-                     "sentence_transformers": _version("sentence-transformers"),
-                     "graphiti_core": _version("graphiti-core"), **_git_state()},
+        "machine": machine_info(),
+        "versions": {"python": sys.version.split()[0], "sgam": package_version("sgam"),
+                     "bm25s": package_version("bm25s"),
+                     "sentence_transformers": package_version("sentence-transformers"),
+                     "graphiti_core": package_version("graphiti-core"), **git_state()},
         "dataset": {"episodes": len(world.events), "deltas": len(world.events) - erasures,
                     "erasures": erasures, "slots": len(world.slots),
                     "ops": dict(sorted(world.ops.items())),
@@ -793,12 +791,11 @@ def _run(size: str, seed: int, out_dir: Path, uri: str | None, auth: tuple[str, 
 
 def _graphiti_replay(bench_graphiti: Any, uri: str | None, auth: tuple[str, str] | None) -> tuple[Any, Any]:
     """A Graphiti session on the benchmark's database (MiniLM embedder) and its replay driver."""
-    from sgam.api import _connection
     from sgam.queries.embeddings import default_embedder
-    from sgam.settings import Settings
+    from sgam.settings import Settings, connection
 
     settings = Settings()
-    g_uri, g_auth = _connection(uri, auth, settings)
+    g_uri, g_auth = connection(uri, auth, settings)
     session = bench_graphiti.GraphitiSession(g_uri, g_auth, default_embedder(),
                                              database=settings.neo4j_database)
     return session, bench_graphiti.GraphitiReplay(session)
@@ -812,8 +809,8 @@ def _graphiti_probe(world: World, uri: str | None, auth: tuple[str, str] | None,
     why = (f"not run at size {world.size} ({len(world.events):,} episodes; default: Graphiti at "
            f"sizes {', '.join(GRAPHITI_SIZES)}, --graphiti forces it)")
     try:
-        from sgam import bench_graphiti
-    except ImportError as exc:
+        from sgam.bench import graphiti as bench_graphiti
+    except (ImportError, GraphitiUnavailable) as exc:
         return {"skipped": f"{why}; its load rate was not measured ({exc})"}
     tenant = world.tenants[0]
     chosen = set(sorted(world.persons)[:GRAPHITI_PROBE_PERSONS])

@@ -28,7 +28,9 @@ TELEMETRY_ENV = "GRAPHITI_TELEMETRY_ENABLED"
 
 
 class GraphitiUnavailable(SgamError):
-    """graphiti-core is not installed (install the ``graphiti`` extra)."""
+    """Graphiti cannot do what was asked: graphiti-core is not installed (install the ``graphiti``
+    extra), or the benchmarks' no-LLM harness (:mod:`sgam.bench.graphiti`) was asked for something
+    it does not do (an LLM call, a cross-encoder) or given a bad group id."""
 
 
 def load_graphiti() -> ModuleType:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from sgam.queries.loader import NamedQuery, load_queries
 
-from .demo import BROWSER_QUERY
+from sgam.demo import BROWSER_QUERY
 
 FAVORITES_FOLDER = "SGAM"
 STYLE_FILE = "sgam.grass"

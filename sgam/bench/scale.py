@@ -13,7 +13,7 @@ One seeded stream of deltas is generated in arrival order; the graph at size ``S
    (exact facts, no vector expansion) are timed on random slots, each interleaved with its raw
    baseline: the same indexed lookup without temporal logic;
 4. Neo4j's store size (bytes of the database directory, local server only) and its heap in use
-   (JMX) are recorded; ``current`` / ``as_of`` answers are checked against :mod:`sgam.oracle` (the
+   (JMX) are recorded; ``current`` / ``as_of`` answers are checked against :mod:`sgam.bench.oracle` (the
    semantics written from docs/temporal-semantics.md) over the slot's deltas up to the size.
 
 Memory, two figures per size. ``python.rss_mb`` / ``peak_rss_mb``: the whole harness process
@@ -44,7 +44,6 @@ import os
 import random
 import resource
 import secrets
-import statistics
 import sys
 import time
 from array import array
@@ -55,14 +54,15 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sgam.bench import (
-    CITIES, EPOCH, HORIZON, MANY_OPS, ONE_OPS, RAW_LOOKUP, _Values, _choose, _compare, _git_state, _latency,
-    _loadavg, _machine, _neo4j_info, _observed, _raw_write, _RetryCounter, _version,
-    _write_tenant_cleanup,
+from sgam.bench import oracle
+from sgam.bench.common import (
+    RAW_LOOKUP, RetryCounter, compare_latency, git_state, latency_summary, loadavg, machine_info,
+    neo4j_info, observed_keys, package_version, raw_write, write_tenant_cleanup,
 )
-from sgam import oracle
+from sgam.bench.workload import CITIES, EPOCH, HORIZON, MANY_OPS, ONE_OPS, Values, choose
 from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta, Op
 from sgam.graph.schema import Schema
+from sgam.ingest.graphiti.env import GraphitiUnavailable
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 HUGE_SIZE = 10_000_000
@@ -103,7 +103,7 @@ SCHEMA = Schema.from_data({
         "located_in": {"value_type": "entity", "target": "City", "memory_type": "relation",
                        "subject_types": ["Company"]},
     },
-}, origin="sgam.bench_scale")
+}, origin="sgam.bench.scale")
 
 MEMORY_NOTE = ("python.rss_mb / peak_rss_mb: the harness process (stream, SGAM, driver), now and the "
                "highest so far; python.sgam_peak_growth_mb: per phase, the process's peak resident memory "
@@ -138,7 +138,7 @@ RETURN entities, facts, believed
 # -- the stream ------------------------------------------------------------------------------------
 
 
-class _ScaleValues(_Values):
+class _ScaleValues(Values):
     def __init__(self, rng: random.Random, stream: Stream) -> None:
         super().__init__(rng, SCHEMA)
         self.stream = stream
@@ -209,7 +209,7 @@ class _Codec:
 class _SlotState:
     """The expected state of one slot, as ``sgam.bench.Slot`` keeps it, over value codes.
 
-    An :class:`sgam.oracle.Slot` with value codes for values and episode numbers for episode ids
+    An :class:`sgam.bench.oracle.Slot` with value codes for values and episode numbers for episode ids
     (each a one-to-one renaming, so the same decisions); a code's value key is looked up only when
     the same-instant rule needs it. ``indices`` are the slot's deltas in arrival order (positions in
     the stream).
@@ -287,7 +287,7 @@ class Stream:
     seconds, episode, op, confidence in hundredths, the slot's previous delta), each episode its
     instant and actor, each slot its last delta and count; under 40 bytes a delta. ``MemoryDelta``
     and ``Episode`` models are built only for the range asked for. The generator needs each slot's
-    expected state (an :class:`sgam.oracle.Slot` each): the slots in use are kept in a bounded LRU cache and
+    expected state (an :class:`sgam.bench.oracle.Slot` each): the slots in use are kept in a bounded LRU cache and
     any other is rebuilt from its deltas (following the previous-delta links), so the generated
     data are what the list-keeping version generated, seed for seed.
     """
@@ -499,7 +499,7 @@ class Stream:
 
         if not state.indices:
             return "create", delta(0, draw(base), base)
-        kind = _choose(rng, MANY_OPS if state.many else ONE_OPS)
+        kind = choose(rng, MANY_OPS if state.many else ONE_OPS)
         if kind == "replay":
             j = rng.choice(state.indices)
             return "replay", (self._op[j], self._value[j], self._valid_from[j], self._episode[j],
@@ -641,7 +641,7 @@ def _heap(graph: Any) -> dict[str, Any]:
 
 def _store_dir(graph: Any) -> Path | None:
     """The database directory of the local server (None for a server elsewhere)."""
-    from .settings import Settings
+    from sgam.settings import Settings
 
     settings = Settings()
     if not str(graph.store.uri).endswith(f":{settings.bolt_port}"):
@@ -723,32 +723,32 @@ def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int, s
     for i, key in enumerate(pairs):
         model = stream.model(*key, size)
         for name, instant in (("current", now), ("as_of", instants[i])):
-            expected, observed = model.expected(instant), _observed(answers[name][i])
+            expected, observed = model.expected(instant), observed_keys(answers[name][i])
             if expected != observed:
                 bad[name] += 1
                 if len(examples) < 10:
                     examples.append({"query": name, "subject": key[0], "attribute": key[1],
                                      "at": instant.isoformat(), "expected": list(expected),
                                      "observed": list(observed)})
-    stats = {name: _latency(values) for name, values in samples.items()}
+    stats = {name: latency_summary(values) for name, values in samples.items()}
     baseline = {"current": "raw_lookup", "as_of": "raw_lookup", "history": "raw_history",
                 "traverse": "raw_traverse", "context": "raw_context"}
-    result = {op: _compare(stats[op], stats[baseline[op]]) for op in OPERATIONS}
+    result = {op: compare_latency(stats[op], stats[baseline[op]]) for op in OPERATIONS}
     correctness = {"checked": lookups, "current_mismatches": bad["current"],
                    "as_of_mismatches": bad["as_of"], "examples": examples}
     questions = [{"subject": s, "attribute": a, "as_of": t.isoformat()} for (s, a), t in zip(pairs, instants)]
     return result, correctness, questions
 
 
-# -- Graphiti (optional: sgam.bench_graphiti comes with the Graphiti comparison) -------------------
+# -- Graphiti (optional: sgam.bench.graphiti comes with the Graphiti comparison) -------------------
 
 
 def _graphiti_probe(graph: Any, uri: str, auth: Any, tenant: str, size: int,
                     questions: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:
     try:
-        from sgam.bench_graphiti import scale_probe  # type: ignore[import-not-found]
-    except ImportError as exc:
-        return {"skipped": f"sgam.bench_graphiti is not available ({exc})"}
+        from sgam.bench.graphiti import scale_probe
+    except (ImportError, GraphitiUnavailable) as exc:
+        return {"skipped": f"sgam.bench.graphiti is not available ({exc})"}
     rows = [{"subject": r["subject"], "attribute": r["attribute"], "value": r["value"],
              "valid_from": r["valid_from"], "valid_to": r["valid_to"]}
             for r in graph.store.read(BELIEVED_ROWS, {"tenant": tenant})]
@@ -786,16 +786,15 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
         raise ValueError("sizes must be at least 2 facts, window and lookups positive")
     log = log or (lambda message: print(message, file=sys.stderr))
     started_at = datetime.now(timezone.utc)
-    load_start = _loadavg()
+    load_start = loadavg()
     suffix = secrets.token_hex(3)
     tenant, raw_tenant = f"scale-{seed}-{suffix}", f"scale-{seed}-{suffix}-raw"
     stream = Stream(seed=seed, final_size=sizes[-1], tenant=tenant)
-    from sgam.api import _connection
-    from sgam.settings import Settings
+    from sgam.settings import Settings, connection
 
-    connection = _connection(uri, auth, Settings())  # Graphiti's probe connects on its own
-    graph = MemoryGraph.connect(*connection, schema=SCHEMA)
-    retries = _RetryCounter()
+    uri, auth = connection(uri, auth, Settings())  # Graphiti's probe connects on its own
+    graph = MemoryGraph.connect(uri, auth, schema=SCHEMA)
+    retries = RetryCounter()
     logging.getLogger("neo4j").addHandler(retries)
     store_dir = _store_dir(graph)
     rows: list[dict[str, Any]] = []
@@ -831,13 +830,13 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
 
             retries.take()
             recent = list(stream.deltas(size - w, size))
-            raw_s = _raw_write(graph, recent, raw_tenant, 2_000)
+            raw_s = raw_write(graph, recent, raw_tenant, 2_000)
             with memory.phase("write_many", sgam_mb):
                 t0 = time.perf_counter()
                 batch = graph.write_many(recent)
                 write_s = time.perf_counter() - t0
             log(f"  write_many {w:,} in {write_s:.1f}s (raw {raw_s:.1f}s)")
-            _write_tenant_cleanup(graph, raw_tenant)
+            write_tenant_cleanup(graph, raw_tenant)
             rejected += len(batch.rejected)
             outcomes = dict(sorted(Counter(r.outcome for r in batch.results).items()))
             del recent, batch
@@ -868,7 +867,7 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
             }
             probe = graphiti if graphiti is not None else size <= GRAPHITI_MAX
             if probe:
-                row["graphiti"] = _graphiti_probe(graph, *connection, tenant, size, questions, log)
+                row["graphiti"] = _graphiti_probe(graph, uri, auth, tenant, size, questions, log)
                 _graphiti_ratios(row)
             else:
                 row["graphiti"] = {"skipped": f"not run at {size:,} facts (Graphiti embeds every edge; "
@@ -876,12 +875,12 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                                    if graphiti is None else "disabled (--no-graphiti)"}
             rows.append(row)
         result = {
-            "benchmark": "sgam.bench_scale", "format": 1,
+            "benchmark": "sgam.bench.scale", "format": 1,
             "started_at": started_at.isoformat(),
-            "machine": {**_machine(), "loadavg_1_5_15_start": load_start},
-            "versions": {"python": sys.version.split()[0], "sgam": _version("sgam"),
-                         "neo4j_driver": _version("neo4j"), **_git_state()},
-            "neo4j": _neo4j_info(graph),
+            "machine": {**machine_info(), "loadavg_1_5_15_start": load_start},
+            "versions": {"python": sys.version.split()[0], "sgam": package_version("sgam"),
+                         "neo4j_driver": package_version("neo4j"), **git_state()},
+            "neo4j": neo4j_info(graph),
             "params": {"sizes": sizes, "seed": seed, "window": window, "lookups": lookups,
                        "warmup": WARMUP, "schema": f"{SCHEMA.name} v{SCHEMA.version}",
                        "traversal": list(PATH), "context": "exact facts only (expand=False)",
@@ -903,7 +902,7 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                     log(f"cleanup of {t} failed: {exc}")
         graph.close()
     result["finished_at"] = datetime.now(timezone.utc).isoformat()
-    result["machine"]["loadavg_1_5_15_end"] = _loadavg()
+    result["machine"]["loadavg_1_5_15_end"] = loadavg()
     return _save(result, Path(out_dir), started_at, suffix)
 
 

@@ -25,7 +25,7 @@ from sgam.graph.errors import ExtractionError, SchemaViolation, SgamError, valid
 from sgam.graph.models import Episode, EpisodeKind, Op
 from sgam.graph.schema import Schema
 
-from .extract import CurrentState, RawCandidate
+from sgam.ingest.extract import CurrentState, RawCandidate
 
 _WHOLE = re.compile(r"^\{([A-Za-z0-9_.]+)(\??)\}$")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.]+)(\??)\}")

@@ -63,7 +63,7 @@ from sgam.graph.models import (
 from sgam.graph.schema import Schema
 from sgam.graph.writes import native
 
-from .graphiti_bridge import slug_id, utc
+from sgam.ingest.graphiti.extractor import slug_id, utc
 
 EPISODE_PREFIX = "graphiti-"
 EDGE_EPISODE_PREFIX = "graphiti-edge-"

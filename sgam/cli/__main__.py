@@ -1,0 +1,5 @@
+"""``python -m sgam.cli``: the ``sgam`` command."""
+
+from sgam.cli import app
+
+app()
