@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test unit bench up down status clean
+.PHONY: install demo test unit typecheck bench up down status clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ test: install
 unit: install
 	$(BIN)/python -m pytest tests/unit
 
+# mypy (strict on graph/), under the installed module names: see .ci/typecheck.py.
+typecheck: install
+	$(BIN)/python .ci/typecheck.py
+
 bench: install
 	$(BIN)/sgam neo4j up
 	$(BIN)/sgam bench
@@ -45,4 +49,4 @@ status:
 	$(BIN)/sgam neo4j status
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache

@@ -2,6 +2,11 @@
 
 Pure modules (``models``, ``schema``, ``reconcile``) never import the driver; ``store`` is the one
 module that executes Cypher.
+
+Where Cypher lives: a ``queries/*.cypher`` file is a documented question someone may ask (named,
+typed parameters, runnable in Browser); a module-level constant is a step of an operation, next to
+the generator that yields it (templated ones are built by a function beside them). Both kinds pass
+EXPLAIN in the tests (tests/integration/test_store.py, tests/integration/test_cypher_constants.py).
 """
 
 from .deletion import DeletionReport

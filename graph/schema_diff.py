@@ -39,10 +39,10 @@ def diff(old: Schema, new: Schema) -> list[Change]:
             changes.append(Change("changed", f"attribute {name}.{field}",
                                   f"{before[field]!r} -> {after[field]!r}", field in _BREAKING_FIELDS))
     for name in sorted(set(old.retention) | set(new.retention)):
-        before, after = old.retention.get(name), new.retention.get(name)
-        if before != after:
-            kind = "added" if before is None else "removed" if after is None else "changed"
+        was, now = old.retention.get(name), new.retention.get(name)
+        if was != now:
+            kind = "added" if was is None else "removed" if now is None else "changed"
             changes.append(Change(kind, f"retention {name}",
-                                  f"{before and before.model_dump()} -> {after and after.model_dump()}",
+                                  f"{was and was.model_dump()} -> {now and now.model_dump()}",
                                   kind == "removed"))
     return changes

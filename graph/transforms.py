@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date, datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import SchemaViolation
 
@@ -53,7 +53,10 @@ def splitter(name: str) -> Splitter:
     return _registered(SPLITTERS, "splitter", name)
 
 
-def _registered(table: dict[str, Any], kind: str, name: str) -> Any:
+T = TypeVar("T")
+
+
+def _registered(table: dict[str, T], kind: str, name: str) -> T:
     try:
         return table[name]
     except KeyError:

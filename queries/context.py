@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Literal
@@ -207,7 +207,7 @@ def attributes_in_play(question: str, attributes: Iterable[str]) -> list[str]:
                   if any(len(p) > 2 and _stem(p) in words for p in a.lower().split("_")))
 
 
-def fuse(rankings: dict[str, Sequence[str]]) -> list[tuple[str, float, tuple[str, ...]]]:
+def fuse(rankings: Mapping[str, Sequence[str]]) -> list[tuple[str, float, tuple[str, ...]]]:
     """Reciprocal rank fusion: ``(key, score, sources)``, best first; keys deduplicated."""
     scores: dict[str, float] = defaultdict(float)
     sources: dict[str, list[str]] = defaultdict(list)
@@ -449,7 +449,7 @@ def assemble(*, tenant: str, question: str, as_of: datetime, current: bool,
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 1:
         raise InvalidDelta(f"budget_tokens must be a positive whole number, got {budget_tokens!r}")
     window = None if intent is None or intent.start is None or intent.end is None else (intent.start, intent.end)
-    base = dict(tenant=tenant, question=question, as_of=as_of, current=current,
+    base: dict[str, Any] = dict(tenant=tenant, question=question, as_of=as_of, current=current,
                 subjects=tuple(subjects), attributes=tuple(attributes), budget_tokens=budget_tokens,
                 valid_window=window, time_phrase=None if window is None else intent.phrase,  # type: ignore[union-attr]
                 memory_types=None if memory_types is None else tuple(memory_types))

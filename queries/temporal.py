@@ -170,7 +170,8 @@ def _week_start(d: date) -> date:
     return d - timedelta(days=d.weekday())
 
 
-Rule = tuple[re.Pattern[str], Callable[[re.Match[str], datetime, str | None], tuple[datetime, datetime]]]
+# A rule without a handler is a named period, read by _named.
+Rule = tuple[re.Pattern[str], Callable[[re.Match[str], datetime, str | None], tuple[datetime, datetime]] | None]
 
 
 def _ago(m: re.Match[str], ref: datetime, tense: str | None) -> tuple[datetime, datetime]:
@@ -224,9 +225,10 @@ def _relative_month(m: re.Match[str], ref: datetime, tense: str | None) -> tuple
 
 def _named(groups: dict[str, str | None], ref: datetime, tense: str | None) -> tuple[datetime, datetime]:
     """A named year, month or day (``groups`` of one of the last four rules)."""
-    if groups.get("iso"):
+    iso = groups.get("iso")
+    if iso:
         try:
-            return _day(date.fromisoformat(groups["iso"]))
+            return _day(date.fromisoformat(iso))
         except ValueError:
             raise _Unresolved("is not a date") from None
     if groups.get("month") is None:

@@ -459,7 +459,7 @@ def describe_schema(schema: Schema) -> str:
     lines = [f"Entity types: {', '.join(schema.entity_types)}.", "Attributes:"]
     for name in sorted(schema.attributes):
         spec = schema.attributes[name]
-        kind = spec.value_type
+        kind: str = spec.value_type
         if kind == "enum":
             kind = f"one of {', '.join(spec.values)}"
         elif kind == "entity":

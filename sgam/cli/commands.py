@@ -122,8 +122,8 @@ def schema_show(schema: str = typer.Argument("default", help="A shipped schema n
         table.add_row(name, kind, spec.cardinality.value, ", ".join(spec.subject_types),
                       spec.memory_type, spec.retention)
     console.print(table)
-    for name, spec in loaded.retention.items():
-        console.print(f"retention {name}: " + (f"{spec.ttl_days} days" if spec.ttl_days else "permanent"))
+    for name, policy in loaded.retention.items():
+        console.print(f"retention {name}: " + (f"{policy.ttl_days} days" if policy.ttl_days else "permanent"))
     for migration in loaded.migrations:
         until = f", old names readable until {migration.dual_read_until.isoformat()}" if migration.dual_read_until else ""
         console.print(f"migration from v{migration.from_version}{until}:")
