@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from typer.core import TyperGroup
 
 from sgam.cli.common import app, console, err, friendly
 
@@ -17,8 +18,10 @@ app.add_typer(bench_app, name="bench")
 def bench(ctx: typer.Context) -> None:
     """Benchmarks; without a subcommand: scale and replay at their default sizes."""
     if ctx.invoked_subcommand is None:
+        group = ctx.command
+        assert isinstance(group, TyperGroup)  # a typer app with subcommands
         for name in ("scale", "replay"):  # each with its own defaults, as if run without options
-            command = ctx.command.get_command(ctx, name)
+            command = group.get_command(ctx, name)
             with command.make_context(name, [], parent=ctx) as sub:
                 command.invoke(sub)
 

@@ -65,7 +65,7 @@ def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = Ht
 
 
 def _local_auth(settings: Settings) -> tuple[str, str]:
-    from sgam.local.server import resolve_connection
+    from sgam.settings import resolve_connection
 
     _, user, password = resolve_connection(settings)
     return user, password
