@@ -44,7 +44,7 @@ import hashlib
 import json
 import os
 from bisect import bisect_left
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -148,11 +148,24 @@ class _Entry:
     opener: Point | None
 
 
-def _sweep(steps: Iterable[tuple[Point, str, str | None]]) -> list[_Entry]:
+Rank = Callable[[Point], float]
+"""A statement's rank under the attribute's conflict policy (``None``: latest-wins, all equal)."""
+
+
+def _outranked(point: Point, entry: _Entry | None, rank: Rank | None) -> bool:
+    """Whether ``entry`` holds a value set by a statement of higher rank than ``point``'s, which
+    ``point`` may therefore not end, change or correct."""
+    return rank is not None and entry is not None and entry.value_key is not None \
+        and entry.opener is not None and rank(point) < rank(entry.opener)
+
+
+def _sweep(steps: Iterable[tuple[Point, str, str | None]], rank: Rank | None = None) -> list[_Entry]:
     """Apply change points (``point, kind, value_key``) in order; see the module docstring."""
     entries: list[_Entry] = []
     for point, kind, vkey in sorted(steps, key=lambda s: s[0].order()):
         last = entries[-1] if entries else None
+        if _outranked(point, last, rank):
+            continue
         if kind == "set":
             entries.append(_Entry(point.at, vkey, point))
         elif kind == "clear":
@@ -188,8 +201,10 @@ def _in_force(entries: Sequence[_Entry], instant: datetime) -> _Entry | None:
     return found
 
 
-def _overlay(entries: list[_Entry], point: Point, vkey: str | None, only: str | None) -> list[_Entry]:
-    """``[point.at, point.until)`` takes ``vkey`` (only where ``only`` holds, when given)."""
+def _overlay(entries: list[_Entry], point: Point, vkey: str | None, only: str | None,
+             rank: Rank | None) -> list[_Entry]:
+    """``[point.at, point.until)`` takes ``vkey`` (only where ``only`` holds, when given, and no
+    value of higher rank does)."""
     start, end = point.at, point.until
     assert end is not None
     first = _in_force(entries, start)
@@ -197,7 +212,7 @@ def _overlay(entries: list[_Entry], point: Point, vkey: str | None, only: str | 
     inside = []
     for at, entry in segments:
         held = entry.value_key if entry is not None else None
-        if only is None or held == only:
+        if (only is None or held == only) and not _outranked(point, entry, rank):
             inside.append(_Entry(at, vkey, point))
         else:
             inside.append(_Entry(at, held, entry.opener if entry is not None else None))
@@ -223,30 +238,31 @@ def _runs(entries: Sequence[_Entry]) -> list[tuple[datetime, datetime | None, st
 
 
 def _timeline(steps: list[tuple[Point, str, str | None]], intervals: list[Point],
-              member: str | None) -> list[_Entry]:
-    entries = _sweep(steps)
+              member: str | None, rank: Rank | None) -> list[_Entry]:
+    entries = _sweep(steps, rank)
     for point in sorted(intervals, key=lambda p: (p.at, -p.until.timestamp(), *p.order()[1:])):  # type: ignore[union-attr]
         if point.op == _ASSERT:
-            entries = _overlay(entries, point, point.value_key, None)
+            entries = _overlay(entries, point, point.value_key, None, rank)
         else:  # a retract: of everything, or of its value only (a set's member: its timeline)
             only = None if member is not None or not point.value_key else point.value_key
-            entries = _overlay(entries, point, None, only)
+            entries = _overlay(entries, point, None, only, rank)
     return entries
 
 
 _KIND = {_ASSERT: "set", _CORRECT: "correct", _RETRACT: "clear"}
 
 
-def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
-    """The believed versions the ``points`` of one slot derive (see the module docstring)."""
+def believed_runs(points: Iterable[Point], many: bool, rank: Rank | None = None) -> list[Run]:
+    """The believed versions the ``points`` of one slot derive (see the module docstring);
+    ``rank``: the conflict policy's, when it ranks statements."""
     points = list(points)
     if not many:
         steps = [(p, _KIND[p.op] if p.op != _RETRACT or not p.value_key else "clear_if",
                   p.value_key or None) for p in points if p.until is None]
-        runs = _runs(_timeline(steps, [p for p in points if p.until is not None], None))
+        runs = _runs(_timeline(steps, [p for p in points if p.until is not None], None, rank))
     else:
         runs = []
-        for member, entries in _member_timelines(points).items():
+        for member, entries in _member_timelines(points, rank).items():
             runs.extend(_runs(entries))
         runs.sort(key=lambda r: (r[2], r[0]))
     support = _Supporters(points)
@@ -254,11 +270,12 @@ def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
             for start, end, vkey, opener in runs]
 
 
-def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
+def _member_timelines(points: list[Point], rank: Rank | None) -> dict[str, list[_Entry]]:
     """A set's timelines, one per member. A ``correct`` with ``replaces`` cancels the membership
     of ``replaces`` in force at its instant and sets its own member from that membership's change
     point, found on the member's own statements (its asserts, retracts and plain corrects) before
-    any correction's point is added, so chains of corrections cannot loop."""
+    any correction's point is added, so chains of corrections cannot loop. A correction outranked
+    by that membership sets nothing."""
     own: dict[str, list[tuple[Point, str, str | None]]] = {}
     intervals: dict[str, list[Point]] = {}
     for p in points:
@@ -279,11 +296,13 @@ def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
                 continue
             # on the member's own statements only: the other corrections that replace it are
             # left out of the look-up, as the derived points are
-            held = _in_force(_sweep([x for x in ordered[:index] if not x[0].replaces_key]), p.at)
+            held = _in_force(_sweep([x for x in ordered[:index] if not x[0].replaces_key], rank), p.at)
+            if _outranked(p, held, rank):
+                continue
             at = held.at if held is not None and held.value_key is not None else p.at
             derived.setdefault(p.value_key, []).append((replace(p, at=at), "set", p.value_key))
     members = set(own) | set(intervals) | set(derived)
-    return {m: _timeline(own.get(m, []) + derived.get(m, []), intervals.get(m, []), m)
+    return {m: _timeline(own.get(m, []) + derived.get(m, []), intervals.get(m, []), m, rank)
             for m in sorted(members)}
 
 
@@ -459,6 +478,9 @@ def reconcile(
                        message=f"candidate {candidate.memory_id} (value {shown(candidate.value)}) withdrawn")
     if delta.op is not Op.RETRACT and spec.gated and not slot.holds(vkey, delta.valid_from):
         return _propose(slot, pending, candidate, delta, value, vkey)
+    if delta.op is not Op.RETRACT and spec.holds_disagreement \
+            and slot.disagrees(delta.asserted_by or "unknown", vkey, delta.valid_from):
+        return _propose(slot, pending, candidate, delta, value, vkey)
     point = Point(
         at=delta.valid_from, op=delta.op.value, value=storable_value(value), value_key=vkey, key=key,
         episode=delta.source_episode_id, asserted_by=delta.asserted_by or "unknown",
@@ -519,6 +541,9 @@ class _Slot:
                  seeded: tuple[Point, ...], many: bool, schema: Schema, spec: AttributeSpec) -> None:
         self.base, self.rows, self.points, self.seeded = base, rows, points, seeded
         self.many, self.schema, self.spec = many, schema, spec
+        self.rank: Rank | None = None
+        if spec.ranked:
+            self.rank = lambda p: spec.rank(p.asserted_by, p.confidence, base.subject)
 
     def holding(self, vkey: str, instant: datetime) -> Fact | None:
         """The row holding at ``instant``: the slot's, or for a set the member ``vkey``'s."""
@@ -531,6 +556,16 @@ class _Slot:
     def holds(self, vkey: str, instant: datetime) -> bool:
         row = self.holding(vkey, instant)
         return row is not None and row.value_key == vkey
+
+    def disagrees(self, actor: str, vkey: str, instant: datetime) -> bool:
+        """Whether ``actor`` stating ``vkey`` at ``instant`` disagrees with the version in force
+        there: another value holds, and no statement supporting it is ``actor``'s."""
+        row = self.holding(vkey, instant)
+        if row is None or row.value_key == vkey:
+            return False
+        # The rows may be known by their outline only: the statements name the sources.
+        run = value_at(believed_runs(self.points, self.many, self.rank), instant)
+        return run is None or all(p.asserted_by != actor for p in (run.opener, *run.support))
 
     def add(self, point: Point, values: dict[str, Any], *, outcome: str | None = None,
             carried: Fact | None = None, confirmer: str | None = None) -> WritePlan:
@@ -572,15 +607,16 @@ class _Slot:
         itself, in a gap) can change, so only the statements from ``s`` on are swept, and the rows
         before ``s`` stand as they are. That needs a fresh start at ``s``: no row may end exactly
         there (a run there could merge with it), the point may not fall on ``s`` itself, and no
-        interval or correction with ``replaces`` (whose reach is not local) may be in the slot;
+        interval or correction with ``replaces`` (whose reach is not local) may be in the slot, and
+        no conflict policy may rank the statements (a value's rank outlives its run's start);
         otherwise the whole slot is derived.
         """
         start = held.valid_from if held is not None else point.at
         local = point.until is None and not point.replaces_key and (held is None or start < point.at) and not any(
-            p.until is not None or p.replaces_key for p in self.points)
+            p.until is not None or p.replaces_key for p in self.points) and self.rank is None
         mine = [r for r in self.rows if not self.many or r.value_key == point.value_key]
         if not local or any(r.valid_to == start for r in mine):
-            return believed_runs([*self.points, point], self.many)
+            return believed_runs([*self.points, point], self.many, self.rank)
         if self.many:
             points = [p for p in self.points if p.value_key == point.value_key and p.at >= start]
             others = [r for r in self.rows if r.value_key != point.value_key]
@@ -664,15 +700,18 @@ def _propose(slot: _Slot, pending: list[Fact], candidate: Fact | None, delta: Me
     withdrawn: tuple[str, ...] = ()
     if delta.op is Op.CORRECT:
         withdrawn = tuple(r.memory_id for r in pending if r.value_key != vkey)
+    # A disagreement between sources waits for a confirmation, as a sensitive value does.
+    by_confirm = spec.sensitive or spec.holds_disagreement
     if candidate is None:
         props = _candidate_props(base, delta, value, vkey, slot.schema)
-        waiting = "a confirmation" if spec.sensitive else f"{spec.requires} distinct episodes"
+        waiting = "a confirmation" if by_confirm else f"{spec.requires} distinct episodes"
+        why = "it disagrees with the version in force from another source; " if spec.holds_disagreement else ""
         return replace(base, outcome="candidate", expire=withdrawn, create=(props,),
-                       message=f"stored as a candidate; it needs {waiting} to be confirmed")
+                       message=f"stored as a candidate; {why}it needs {waiting} to be confirmed")
     supported = _supported(candidate, base)
-    if spec.sensitive or len(supported.support_episodes) < spec.requires:
+    if by_confirm or len(supported.support_episodes) < spec.requires:
         have = len(supported.support_episodes)
-        waiting = "a confirmation" if spec.sensitive else f"{have} of {spec.requires} distinct episodes"
+        waiting = "a confirmation" if by_confirm else f"{have} of {spec.requires} distinct episodes"
         return replace(base, outcome="candidate", expire=withdrawn, support=(candidate.memory_id,),
                        message=f"candidate {candidate.memory_id} gained support; {waiting}")
     return _promote(slot, supported, withdrawn, by=None)
