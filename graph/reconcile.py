@@ -252,14 +252,19 @@ def _timeline(steps: list[tuple[Point, str, str | None]], intervals: list[Point]
 _KIND = {_ASSERT: "set", _CORRECT: "correct", _RETRACT: "clear"}
 
 
+def _single_timeline(points: list[Point], rank: Rank | None) -> list[_Entry]:
+    """The entries of a single-valued slot's timeline: the sweep, then the intervals."""
+    steps = [(p, _KIND[p.op] if p.op != _RETRACT or not p.value_key else "clear_if",
+              p.value_key or None) for p in points if p.until is None]
+    return _timeline(steps, [p for p in points if p.until is not None], None, rank)
+
+
 def believed_runs(points: Iterable[Point], many: bool, rank: Rank | None = None) -> list[Run]:
     """The believed versions the ``points`` of one slot derive (see the module docstring);
     ``rank``: the conflict policy's, when it ranks statements."""
     points = list(points)
     if not many:
-        steps = [(p, _KIND[p.op] if p.op != _RETRACT or not p.value_key else "clear_if",
-                  p.value_key or None) for p in points if p.until is None]
-        runs = _runs(_timeline(steps, [p for p in points if p.until is not None], None, rank))
+        runs = _runs(_single_timeline(points, rank))
     else:
         runs = []
         for member, entries in _member_timelines(points, rank).items():
@@ -558,14 +563,14 @@ class _Slot:
         return row is not None and row.value_key == vkey
 
     def disagrees(self, actor: str, vkey: str, instant: datetime) -> bool:
-        """Whether ``actor`` stating ``vkey`` at ``instant`` disagrees with the version in force
-        there: another value holds, and no statement supporting it is ``actor``'s."""
+        """Whether ``actor`` stating ``vkey`` at ``instant`` disagrees with the value in force
+        there: another value holds, set by a statement of another actor (single-valued slots)."""
         row = self.holding(vkey, instant)
         if row is None or row.value_key == vkey:
             return False
         # The rows may be known by their outline only: the statements name the sources.
-        run = value_at(believed_runs(self.points, self.many, self.rank), instant)
-        return run is None or all(p.asserted_by != actor for p in (run.opener, *run.support))
+        entry = _in_force(_single_timeline(self.points, self.rank), instant)
+        return entry is None or entry.opener is None or entry.opener.asserted_by != actor
 
     def add(self, point: Point, values: dict[str, Any], *, outcome: str | None = None,
             carried: Fact | None = None, confirmer: str | None = None) -> WritePlan:
