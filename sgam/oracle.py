@@ -29,7 +29,7 @@ looked up on the sweep of the replaced member's own asserts, retracts and replac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -499,4 +499,6 @@ class Slot:
             raise NotFound("oracle: no such candidate")
 
     def _promote(self, value: Any, at: datetime) -> None:
-        self._believe(self._candidates.pop(value).opener, at)
+        # "It becomes a change point": the opener's valid_to, if it had one, is not kept.
+        opener = self._candidates.pop(value).opener
+        self._believe(replace(opener, valid_to=None), at)
