@@ -5,6 +5,7 @@ schema checks it, reconcile applies it, and the independent oracle agrees in eve
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -221,3 +222,22 @@ def test_a_policy_change_derives_the_slot_again_on_its_next_write() -> None:
     later = [_say(ASSERT, "Porto", 5, confidence=0.4, episode="e2")]
     rows, _ = _write(ranked, "home_city", later, rows=rows, points=points)
     assert _runs(rows) == [(day(0), None, "Lisbon")]
+
+
+def test_the_readme_policy_example_loads_and_schema_show_lists_it(tmp_path: Any) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from sgam.cli import app
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("### Conflict policy")[1].split("```yaml\n")[1].split("```")[0]
+    data = BASE.model_dump(mode="json")
+    data["attributes"].update(yaml.safe_load(block))
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    shown = CliRunner().invoke(app, ["schema", "show", str(path)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert ("conflict policy of home_city: sources tool:crm > user:{subject} > agent:*, "
+            "disagreement held as candidate") in shown.output
+    assert "conflict policy of email" not in shown.output
