@@ -16,6 +16,8 @@ from the set of accepted statements of one slot (one subject and attribute):
   gated attributes (``requires`` > 1, ``sensitive``): a value not in force is a pending candidate,
   a change point only once promoted, at the ``valid_from`` of the statement that opened it. That
   part depends on arrival order, as the specification says.
+* ``disagreement: candidate`` (``believed(..., hold=True)``, ``Slot(hold=True)``): which statements
+  are held is decided in the sweep, from the set of statements, confirms included (:class:`Held`).
 
 Values are compared as given: pass the schema's coerced values (``Schema.coerce(...)[0]``) or
 canonical keys, one kind per slot. Ties between change points at one instant are broken by op,
@@ -219,20 +221,44 @@ def _held_at(function: dict[datetime, Held], instant: datetime) -> Held:
     return function[max(before)] if before else _NOTHING
 
 
-def _sweep(points: Iterable[_Point], canonical: Canonical, rank: Ranker | None) -> dict[datetime, Held]:
+def _sweep(points: Iterable[_Point], canonical: Canonical, rank: Ranker | None,
+           hold: _Hold | None = None) -> dict[datetime, Held]:
     function: dict[datetime, Held] = {}
-    for entry in _effective(points, canonical, rank):  # at one instant the last appended entry holds
+    for entry in _effective(points, canonical, rank, hold):  # at one instant the last appended entry holds
         function[entry[0]] = (entry[1], entry[2], entry[3])
     return function
 
 
-def _effective(points: Iterable[_Point], canonical: Canonical, rank: Ranker | None) -> list[list[Any]]:
+@dataclass
+class _Hold:
+    """``disagreement: candidate`` while a timeline is derived: the values some confirm names, and
+    the statements held so far."""
+
+    confirmed: set[Any]
+    held: list[Statement] = field(default_factory=list)
+
+    def holds(self, statement: Statement, in_force: Held) -> bool:
+        """The specification's test: an assert or correct of another value than the one in force,
+        set by a statement of another actor, and no confirm of its value in the set."""
+        value, _, source = in_force
+        if statement.op == RETRACT or value is None or value == statement.value or source is None:
+            return False
+        if source.asserted_by == statement.asserted_by or statement.value in self.confirmed:
+            return False
+        self.held.append(statement)
+        return True
+
+
+def _effective(points: Iterable[_Point], canonical: Canonical, rank: Ranker | None,
+               hold: _Hold | None = None) -> list[list[Any]]:
     """The list E of the specification: effective change points [instant, value, rank, statement],
     in order (value None = nothing)."""
     effective: list[list[Any]] = []
     for point in sorted(points, key=lambda p: p.order(canonical)):
         last = effective[-1] if effective else [None, None, None, None]
         if _outranked(point.statement, (last[1], last[2], last[3]), rank):
+            continue
+        if hold is not None and hold.holds(point.statement, (last[1], last[2], last[3])):
             continue
         mine = rank(point.statement) if rank is not None else None
         if point.action == _SET:
@@ -258,10 +284,13 @@ def _interval_order(statement: Statement, canonical: Canonical) -> tuple:
 
 def _apply_intervals(function: dict[datetime, Held], intervals: Iterable[Statement],
                      value: Callable[[Statement], Any], retract_named: bool, canonical: Canonical,
-                     rank: Ranker | None) -> dict[datetime, Held]:
-    """Each interval overwrites [valid_from, valid_to), except where a value of higher rank holds."""
+                     rank: Ranker | None, hold: _Hold | None = None) -> dict[datetime, Held]:
+    """Each interval overwrites [valid_from, valid_to), except where a value of higher rank holds;
+    one held (``hold``) as a whole changes nothing."""
     for s in sorted(intervals, key=lambda s: _interval_order(s, canonical)):
         assert s.valid_to is not None
+        if hold is not None and hold.holds(s, _held_at(function, s.valid_from)):
+            continue
         mine = rank(s) if rank is not None else None
         inside = sorted({s.valid_from, *(k for k in function if s.valid_from < k < s.valid_to)})
         changed = {k: v for k, v in function.items() if not s.valid_from <= k < s.valid_to}
@@ -285,7 +314,7 @@ def _values(function: dict[datetime, Held]) -> Timeline:
 
 
 def _one_function(statements: list[Statement], canonical: Canonical,
-                  rank: Ranker | None) -> dict[datetime, Held]:
+                  rank: Ranker | None, hold: _Hold | None = None) -> dict[datetime, Held]:
     points = []
     for s in statements:
         if s.valid_to is not None:
@@ -294,8 +323,9 @@ def _one_function(statements: list[Statement], canonical: Canonical,
             raise InvalidDelta("oracle: replaces applies to a set-valued attribute only")
         action = {ASSERT: _SET, CORRECT: _CORRECT}.get(s.op) or (_CLEAR if s.value is None else _CLEAR_IF)
         points.append(_Point(s.valid_from, action, s.value, s))
-    return _apply_intervals(_sweep(points, canonical, rank), [s for s in statements if s.valid_to is not None],
-                            lambda s: s.value, True, canonical, rank)
+    return _apply_intervals(_sweep(points, canonical, rank, hold),
+                            [s for s in statements if s.valid_to is not None],
+                            lambda s: s.value, True, canonical, rank, hold)
 
 
 def _one(statements: list[Statement], canonical: Canonical, rank: Ranker | None) -> Timeline:
@@ -372,17 +402,44 @@ def policy_rank(conflict: str = "latest", sources: tuple[str, ...] = (),
 
 
 def believed(statements: Iterable[Statement], many: bool = False,
-             canonical: Canonical = value_key, rank: Ranker | None = None) -> Timeline | SetTimeline:
+             canonical: Canonical = value_key, rank: Ranker | None = None,
+             hold: bool = False) -> Timeline | SetTimeline:
     """The believed timeline of a set of accepted statements (arrival order plays no part;
     duplicates by idempotency key count once, the first one given wins). ``canonical`` gives the
     canonical text of a value for the same-instant rule, when values are codes standing for them;
-    ``rank`` is the conflict policy's (:func:`policy_rank`)."""
+    ``rank`` is the conflict policy's (:func:`policy_rank`); ``hold``: ``disagreement: candidate``
+    (the set may then hold confirms, see :func:`held`)."""
+    if hold:
+        return held(statements, canonical, rank)[0]
     unique: dict[tuple, Statement] = {}
     for s in statements:
         if s.op == CONFIRM:
             raise InvalidDelta("oracle: a confirm promotes a candidate; give the promoted statement")
         unique.setdefault(s.key, s)
     return (_many if many else _one)(list(unique.values()), canonical, rank)
+
+
+def held(statements: Iterable[Statement], canonical: Canonical = value_key, rank: Ranker | None = None,
+         ) -> tuple[Timeline, dict[Any, tuple[Statement, list[Statement]]]]:
+    """``disagreement: candidate`` (single values): the believed timeline of a set of statements,
+    confirms included, and its pending candidates, value -> (the statement whose interval and
+    provenance the candidate shows, every held statement of the value)."""
+    unique: dict[tuple, Statement] = {}
+    for s in statements:
+        if s.replaces is not None:
+            raise InvalidDelta("oracle: disagreement: candidate is for single-valued attributes")
+        unique.setdefault(s.key, s)
+    said = list(unique.values())
+    hold = _Hold({s.value for s in said if s.op == CONFIRM})
+    timeline = _values(_one_function([s for s in said if s.op != CONFIRM], canonical, rank, hold))
+    # A retract of v without valid_to, at t, withdraws the statements of v held at or before t.
+    withdrawn = [s for s in said if s.op == RETRACT and s.valid_to is None and s.value is not None]
+    pending: dict[Any, list[Statement]] = {}
+    for s in hold.held:
+        if not any(r.value == s.value and s.valid_from <= r.valid_from for r in withdrawn):
+            pending.setdefault(s.value, []).append(s)
+    first = {v: min(group, key=lambda s: (s.valid_from, *s.tie_order(canonical))) for v, group in pending.items()}
+    return timeline, {v: (first[v], group) for v, group in pending.items()}
 
 
 @dataclass
@@ -399,7 +456,9 @@ class Slot:
     ``at``; a refused one (a confirm that may not or cannot happen) raises as SGAM does:
     :class:`NotAllowed`, :class:`Conflict` (several candidates, none named), :class:`NotFound`.
     ``rank``: the conflict policy's (:func:`policy_rank`); ``hold``: ``disagreement: candidate``
-    (a value another source states against the one in force waits for a confirm).
+    (a value another source states against the one in force waits for a confirm): every statement,
+    confirms included, is kept, and :func:`held` decides from the set; only a confirm without a
+    value is resolved on arrival, to the one value pending then.
     """
 
     many: bool = False
@@ -422,13 +481,15 @@ class Slot:
         key = statement.key
         if key in self._seen:
             return
-        if statement.op == CONFIRM:
+        if self.hold:
+            if statement.op == CONFIRM and statement.value is None:
+                statement = replace(statement, value=self._only_pending())
+            self._believe(statement, at)
+        elif statement.op == CONFIRM:
             self._confirm(statement, at, allowed)
         elif statement.op == RETRACT and statement.value in self._candidates:
             del self._candidates[statement.value]
         elif statement.op != RETRACT and self.gated and not self._holds(statement):
-            self._candidate(statement, at)
-        elif statement.op != RETRACT and self.hold and self._disagrees(statement):
             self._candidate(statement, at)
         else:
             self._believe(statement, at)
@@ -439,10 +500,10 @@ class Slot:
         if known_at is None:
             if self._now is None:
                 self._now = believed((s for _, s in self._believed.values()), self.many, self.canonical,
-                                     self.rank)
+                                     self.rank, self.hold)
             return self._now
         return believed((s for at, s in self._believed.values() if at <= known_at), self.many,
-                        self.canonical, self.rank)
+                        self.canonical, self.rank, self.hold)
 
     def value_at(self, instant: datetime, known_at: datetime | None = None) -> Any:
         """The value (a frozenset of members, for a set) at valid time ``instant``."""
@@ -453,6 +514,9 @@ class Slot:
 
     def pending(self) -> dict[Any, tuple[datetime, int]]:
         """Pending candidates: value -> (valid_from of the opener, distinct supporting episodes)."""
+        if self.hold:
+            found = held((s for _, s in self._believed.values()), self.canonical, self.rank)[1]
+            return {v: (opener.valid_from, len({s.episode for s in group})) for v, (opener, group) in found.items()}
         return {v: (c.opener.valid_from, len(c.episodes)) for v, c in self._candidates.items()}
 
     def _believe(self, statement: Statement, at: datetime) -> None:
@@ -463,14 +527,14 @@ class Slot:
         held = self.value_at(statement.valid_from)
         return statement.value in held if self.many else held == statement.value
 
-    def _disagrees(self, statement: Statement) -> bool:
-        """Another value is in force at its valid_from, set by a statement of another actor."""
-        if self.many:
-            raise InvalidDelta("oracle: disagreement: candidate is for single-valued attributes")
-        function = _one_function([s for _, s in self._believed.values()], self.canonical, self.rank)
-        value, _, source = _held_at(function, statement.valid_from)
-        return value is not None and value != statement.value and source is not None \
-            and source.asserted_by != statement.asserted_by
+    def _only_pending(self) -> Any:
+        """The value a confirm without one names: the one candidate pending now."""
+        pending = list(self.pending())
+        if len(pending) > 1:
+            raise Conflict("oracle: several candidates pending, none named")
+        if not pending:
+            raise NotFound("oracle: no candidate pending")
+        return pending[0]
 
     def _candidate(self, statement: Statement, at: datetime) -> None:
         if statement.op == CORRECT:
@@ -483,7 +547,7 @@ class Slot:
             self._candidates[statement.value] = _Pending(statement, {statement.episode})
             return
         pending.episodes.add(statement.episode)
-        if not self.sensitive and not self.hold and len(pending.episodes) >= self.requires:
+        if not self.sensitive and len(pending.episodes) >= self.requires:
             self._promote(statement.value, at)
 
     def _confirm(self, confirm: Statement, at: datetime, allowed: bool) -> None:
