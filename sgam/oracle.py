@@ -21,7 +21,8 @@ from the set of accepted statements of one slot (one subject and attribute):
 
 Values are compared as given: pass the schema's coerced values (``Schema.coerce(...)[0]``) or
 canonical keys, one kind per slot. Ties between change points at one instant are broken by op,
-confidence, canonical value (``value_key``) and idempotency key, which look only at the statements.
+confidence, canonical value (``value_key``), source episode and idempotency key, which look only at
+the statements.
 
 Where the specification leaves a choice open, the choice made here is written at the place it is
 made: a derived point of a ``correct ... replaces`` ranks as a ``correct``; the instant it cancels is
@@ -114,12 +115,13 @@ class Statement:
         return (self.op, _canonical(self.value), self.valid_from, self.valid_to, self.episode)
 
     def tie_order(self, canonical: Canonical = value_key) -> tuple[int, float, _Tie]:
-        """The same-instant rule: op, confidence (lowest first), canonical value, idempotency key."""
+        """The same-instant rule: op, confidence (lowest first), canonical value, source episode,
+        idempotency key."""
         return (OP_RANK[self.op], self.confidence, _Tie(self, canonical))
 
 
 class _Tie:
-    """The last criteria of the same-instant rule (canonical value, then idempotency key), worked
+    """The last criteria of the same-instant rule (canonical value, source episode, idempotency key), worked
     out only when op and confidence tie, so that a costly ``canonical`` is rarely called."""
 
     __slots__ = ("statement", "canonical")
@@ -127,9 +129,9 @@ class _Tie:
     def __init__(self, statement: Statement, canonical: Canonical) -> None:
         self.statement, self.canonical = statement, canonical
 
-    def _order(self) -> tuple[str, str]:
+    def _order(self) -> tuple[str, str, str]:
         value = self.statement.value
-        return ("" if value is None else self.canonical(value), repr(self.statement.key))
+        return ("" if value is None else self.canonical(value), self.statement.episode, repr(self.statement.key))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Tie) and self._order() == other._order()

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from sgam import Episode, MemoryDelta, MemoryGraph
 from sgam.graph import Fact, Schema, Status
-from sgam.oracle import ASSERT, CORRECT, RETRACT, Slot, Statement, policy_rank
+from sgam.oracle import ASSERT, CONFIRM, CORRECT, RETRACT, Slot, Statement, held, policy_rank
 
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SOURCES = ["tool:crm", "user:{subject}", "agent:*"]
@@ -64,7 +64,7 @@ def day(n: float) -> datetime:
 def _tenant(graph: MemoryGraph) -> str:
     tenant = f"p-{uuid.uuid4().hex[:12]}"
     graph.record_episodes([Episode(tenant_id=tenant, id=e, content=f"episode {e}", occurred_at=day(200),
-                                   actor="user:mira") for e in (*EPISODES, "c")])
+                                   actor="user:mira") for e in (*EPISODES, "c", "c0", "c1")])
     return tenant
 
 
@@ -129,21 +129,32 @@ def test_every_arrival_order_and_batching_gives_the_oracles_history(ranked: Memo
 
 
 @SETTINGS
-@given(said=statements(False), data=st.data())
-def test_held_disagreements_follow_the_oracle(ranked: MemoryGraph, said: list[Statement], data: Any) -> None:
-    arrival = data.draw(st.permutations(said))
-    oracle = Slot(hold=True)
-    tenant = _tenant(ranked)
+@given(said=statements(False), confirmed=st.lists(st.sampled_from(CITIES), max_size=2, unique=True),
+       data=st.data())
+def test_held_disagreements_do_not_depend_on_arrival_order_or_batching(ranked: MemoryGraph, said: list[Statement],
+                                                                       confirmed: list[str], data: Any) -> None:
+    said = [*said, *(Statement(CONFIRM, v, day(9), episode=f"c{i}", asserted_by="user:mira")
+                     for i, v in enumerate(confirmed))]
+    timeline, pending = held(said)
+    expected = sorted(timeline.runs(), key=lambda run: (run[0], run[2]))
+    candidates = {v: (first.valid_from, first.valid_to) for v, (first, _) in pending.items()}
+    tenant, other = _tenant(ranked), _tenant(ranked)
     try:
-        for step, s in enumerate(arrival):
+        arrival = data.draw(st.permutations(said))
+        for s in arrival:                               # one at a time
             assert ranked.write(_delta(tenant, "city_held", s)).ok
-            oracle.apply(s, day(300 + step))
-        rows = ranked.history(tenant, "mira", "city_held")
-        assert _runs(rows) == sorted(oracle.runs(), key=lambda run: (run[0], run[2])), arrival
-        pending = {r.value for r in rows if r.expired_at is None and r.status is Status.CANDIDATE}
-        assert pending == set(oracle.pending()), arrival
+        arrival = data.draw(st.permutations(said))      # another order, in random batches
+        cuts = sorted(data.draw(st.lists(st.integers(1, max(1, len(arrival) - 1)), max_size=2, unique=True)))
+        for begin, end in zip([0, *cuts], [*cuts, len(arrival)]):
+            result = ranked.write_many([_delta(other, "city_held", s) for s in arrival[begin:end]])
+            assert not result.rejected, result.rejected[0].message
+        for t in (tenant, other):
+            assert _runs(ranked.history(t, "mira", "city_held")) == expected, arrival
+            shown = {c.value: (c.valid_from, c.valid_to) for c in ranked.candidates(t, "mira", "city_held")}
+            assert shown == candidates, arrival
     finally:
         ranked.delete_tenant(tenant)
+        ranked.delete_tenant(other)
 
 
 # -- one example per policy ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sgam.graph import Conflict, Fact, MemoryDelta, NotAllowed, NotFound, Schema, SchemaViolation, Status, default_schema, reconcile
 from sgam.graph.reconcile import Point, apply_plan
 from sgam.graph.schema_diff import diff
-from sgam.oracle import ASSERT, CONFIRM, CORRECT, RETRACT, Slot, Statement, believed, policy_rank
+from sgam.oracle import ASSERT, CONFIRM, CORRECT, RETRACT, Slot, Statement, believed, held, policy_rank
 from sgam.tables import attribute_table
 
 BASE = default_schema()
@@ -211,6 +211,86 @@ def test_held_disagreements_match_the_oracle(data: Any) -> None:
     rows, _ = _write(schema, "home_city", arrival, oracle)
     assert _runs(rows) == sorted(oracle.runs(), key=lambda run: (run[0], str(run[2])))
     assert {r.value for r in rows if r.expired_at is None and r.status is Status.CANDIDATE} == set(oracle.pending())
+
+
+HOLDING = {"latest": {"disagreement": "candidate"},
+           "source_priority": {"conflict": "source_priority", "sources": list(SOURCES), "disagreement": "candidate"}}
+
+
+def _pending(rows: list[Fact]) -> dict[Any, tuple]:
+    return {r.value: (r.valid_from, r.valid_to, set(r.support_episodes)) for r in rows
+            if r.expired_at is None and r.status is Status.CANDIDATE}
+
+
+@st.composite
+def with_confirms(draw: Any) -> list[Statement]:
+    """Single-valued statements and confirms naming a value (a confirm without one is resolved on
+    arrival, so it is not part of a set)."""
+    values = draw(st.lists(st.sampled_from(CITIES), max_size=2, unique=True))
+    return [*draw(statements(False)), *(Statement(CONFIRM, v, day(9), episode=f"c{i}", asserted_by="user:mira")
+                                        for i, v in enumerate(values))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(policy=st.sampled_from(sorted(HOLDING)), said=with_confirms(), data=st.data())
+def test_held_disagreements_do_not_depend_on_arrival_order(policy: str, said: list[Statement], data: Any) -> None:
+    schema = with_policy(**HOLDING[policy])
+    timeline, pending = held(said, rank=policy_rank(policy, SOURCES, "mira"))
+    expected = sorted(timeline.runs(), key=lambda run: (run[0], str(run[2])))
+    candidates = {v: (first.valid_from, first.valid_to, {s.episode for s in group})
+                  for v, (first, group) in pending.items()}
+    for _ in range(3):
+        arrival = data.draw(st.permutations(said))
+        rows, points = _write(schema, "home_city", arrival)
+        assert _runs(rows) == expected, arrival
+        assert _pending(rows) == candidates, arrival
+        # the ledger holds every statement, confirms included, whether held or not
+        assert len(points) == len(said)
+
+
+def test_held_disagreement_examples_from_the_rule() -> None:
+    schema = with_policy(**HOLDING["latest"])
+    lisbon, rome = _say(ASSERT, "Lisbon", 0, by="user:mira"), _say(ASSERT, "Rome", 2, by="agent:a", episode="e1")
+    confirm = Statement(CONFIRM, "Rome", day(9), episode="c0", asserted_by="user:mira")
+    # a confirm that arrives first promotes the statement when it comes
+    for arrival in ([lisbon, rome, confirm], [confirm, rome, lisbon], [rome, confirm, lisbon]):
+        rows, _ = _write(schema, "home_city", arrival)
+        assert _runs(rows) == [(day(0), day(2), "Lisbon"), (day(2), None, "Rome")]
+        assert _pending(rows) == {}
+        if arrival[-1] is confirm:  # the promoted row names its confirmer
+            assert [r.confirmed_by for r in rows if r.expired_at is None and r.value == "Rome"] == ["user:mira"]
+    # arriving before the value it disagrees with, the agent's statement is held all the same
+    rows, _ = _write(schema, "home_city", [rome, lisbon])
+    assert _runs(rows) == [(day(0), None, "Lisbon")]
+    assert _pending(rows) == {"Rome": (day(2), None, {"e1"})}
+    # a retract of Rome at or after it withdraws it; before it, it does not
+    later = _say(RETRACT, "Rome", 3, by="user:mira", episode="e2")
+    earlier = _say(RETRACT, "Rome", 1, by="user:mira", episode="e2")
+    assert _pending(_write(schema, "home_city", [rome, later, lisbon])[0]) == {}
+    assert set(_pending(_write(schema, "home_city", [earlier, rome, lisbon])[0])) == {"Rome"}
+    # the source of the value in force changes its own mind directly; a confirm without value names
+    # the one candidate pending, and is refused when none is
+    rows, points = _write(schema, "home_city", [lisbon, _say(ASSERT, "Porto", 1, by="user:mira", episode="e1"), rome])
+    assert _runs(rows) == [(day(0), day(1), "Lisbon"), (day(1), None, "Porto")]
+    plan = reconcile(rows, _delta(Statement(CONFIRM, None, day(9), episode="c0", asserted_by="user:mira"),
+                                  "home_city"), schema, day(200), statements=points)
+    assert plan.outcome == "promoted" and plan.statements[-1].value == "Rome"
+    with pytest.raises(NotFound):
+        reconcile(apply_plan(rows, plan), _delta(Statement(CONFIRM, None, day(9), episode="c1",
+                                                           asserted_by="user:mira"), "home_city"),
+                  schema, day(201), statements=[*points, *plan.statements])
+
+
+def test_a_rebuilt_ledger_keeps_a_held_candidate() -> None:
+    schema = with_policy(**HOLDING["latest"])
+    rows, _ = _write(schema, "home_city", [_say(ASSERT, "Lisbon", 0, by="user:mira"),
+                                           _say(ASSERT, "Rome", 2, by="agent:a", episode="e1")])
+    # no ledger (as after a deletion): the candidate row stands for its statement
+    plan = reconcile(rows, _delta(_say(ASSERT, "Faro", 4, by="user:mira", episode="e2"), "home_city"),
+                     schema, day(200), statements=None)
+    rows = apply_plan(rows, plan)
+    assert _runs(rows) == [(day(0), day(4), "Lisbon"), (day(4), None, "Faro")]
+    assert set(_pending(rows)) == {"Rome"}
 
 
 def test_a_policy_change_derives_the_slot_again_on_its_next_write() -> None:
