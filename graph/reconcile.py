@@ -10,7 +10,7 @@ the slot's ledger, including those that change nothing visible when they arrive.
   ``retract`` clears (``retract`` v clears only if v is in force there), ``correct`` v replaces the
   change point in force (it was never true) by v, or acts as an assert where nothing is in force;
 * the points are applied in valid-time order; at one instant retracts, then asserts, then corrects,
-  then by confidence (lowest first: the most confident wins), then by value and key;
+  then by confidence (lowest first: the most confident wins), then by value, episode and key;
 * statements with ``valid_to`` (SQL:2011 ``FOR PORTION OF``) then overwrite ``[valid_from,
   valid_to)`` only, earliest first, the longer of two starting together first;
 * the value at x is the one of the latest change point at or before x; believed rows are the
@@ -36,6 +36,11 @@ pending values. The candidate is **promoted** when its support reaches N distinc
 for a sensitive attribute) or when a ``confirm`` from an allowed actor arrives: the candidate row
 is retired and its statement becomes a change point, carrying all its support. A ``retract``
 naming a pending value withdraws that candidate; every other retract is a change point.
+
+**Disagreement held as a candidate** (``disagreement: candidate``) is not decided on arrival: every
+statement, confirms included, goes to the ledger, and :func:`settled_runs` decides in the sweep
+which ones are held, confirmed or withdrawn; the slot's candidate rows are diffed against its
+result as the believed rows are.
 """
 
 from __future__ import annotations
@@ -44,9 +49,9 @@ import hashlib
 import json
 import os
 from bisect import bisect_left
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, NotAllowed, NotFound
@@ -63,6 +68,9 @@ attribute option ``max_future_days`` change it."""
 _RANK = {Op.RETRACT.value: 0, Op.ASSERT.value: 1, Op.CORRECT.value: 2}
 # The ops as the ledger stores them (plain strings: the derivation compares them per statement).
 _ASSERT, _CORRECT, _RETRACT = Op.ASSERT.value, Op.CORRECT.value, Op.RETRACT.value
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)
+# A confirm is a statement of a ``disagreement: candidate`` slot (kept, never a change point).
+_CONFIRM = Op.CONFIRM.value
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__
@@ -94,7 +102,7 @@ class Point:
     confirmed_by_episode_id: str | None = None
 
     def order(self) -> tuple[Any, ...]:
-        return (self.at, _RANK[self.op], self.confidence, self.value_key, self.key)
+        return (self.at, _RANK[self.op], self.confidence, self.value_key, self.episode, self.key)
 
     def to_json(self) -> str:
         """The ledger entry: a compact JSON object (defaults left out)."""
@@ -148,11 +156,48 @@ class _Entry:
     opener: Point | None
 
 
-def _sweep(steps: Iterable[tuple[Point, str, str | None]]) -> list[_Entry]:
+Rank = Callable[[Point], float]
+"""A statement's rank under the attribute's conflict policy (``None``: latest-wins, all equal)."""
+
+
+def _outranked(point: Point, entry: _Entry | None, rank: Rank | None) -> bool:
+    """Whether ``entry`` holds a value set by a statement of higher rank than ``point``'s, which
+    ``point`` may therefore not end, change or correct."""
+    return rank is not None and entry is not None and entry.value_key is not None \
+        and entry.opener is not None and rank(point) < rank(entry.opener)
+
+
+class _Hold:
+    """``disagreement: candidate`` while a timeline is derived (docs/temporal-semantics.md,
+    "Conflict policy"): the value keys some confirm names, the statements held, and the statements
+    a confirm kept from being held."""
+
+    def __init__(self, confirmed: Collection[str]) -> None:
+        self.confirmed = confirmed
+        self.held: list[Point] = []
+        self.promoted: set[str] = set()
+
+    def holds(self, point: Point, entry: _Entry | None) -> bool:
+        """Whether ``point``, an assert or correct, states another value than ``entry`` (the one
+        in force) holds, which a statement of another actor set; records it if so."""
+        if point.op == _RETRACT or entry is None or entry.value_key is None or entry.opener is None \
+                or entry.value_key == point.value_key or entry.opener.asserted_by == point.asserted_by:
+            return False
+        if point.value_key in self.confirmed:
+            self.promoted.add(point.key)
+            return False
+        self.held.append(point)
+        return True
+
+
+def _sweep(steps: Iterable[tuple[Point, str, str | None]], rank: Rank | None = None,
+           hold: _Hold | None = None) -> list[_Entry]:
     """Apply change points (``point, kind, value_key``) in order; see the module docstring."""
     entries: list[_Entry] = []
     for point, kind, vkey in sorted(steps, key=lambda s: s[0].order()):
         last = entries[-1] if entries else None
+        if _outranked(point, last, rank) or (hold is not None and hold.holds(point, last)):
+            continue
         if kind == "set":
             entries.append(_Entry(point.at, vkey, point))
         elif kind == "clear":
@@ -188,8 +233,10 @@ def _in_force(entries: Sequence[_Entry], instant: datetime) -> _Entry | None:
     return found
 
 
-def _overlay(entries: list[_Entry], point: Point, vkey: str | None, only: str | None) -> list[_Entry]:
-    """``[point.at, point.until)`` takes ``vkey`` (only where ``only`` holds, when given)."""
+def _overlay(entries: list[_Entry], point: Point, vkey: str | None, only: str | None,
+             rank: Rank | None) -> list[_Entry]:
+    """``[point.at, point.until)`` takes ``vkey`` (only where ``only`` holds, when given, and no
+    value of higher rank does)."""
     start, end = point.at, point.until
     assert end is not None
     first = _in_force(entries, start)
@@ -197,7 +244,7 @@ def _overlay(entries: list[_Entry], point: Point, vkey: str | None, only: str | 
     inside = []
     for at, entry in segments:
         held = entry.value_key if entry is not None else None
-        if only is None or held == only:
+        if (only is None or held == only) and not _outranked(point, entry, rank):
             inside.append(_Entry(at, vkey, point))
         else:
             inside.append(_Entry(at, held, entry.opener if entry is not None else None))
@@ -223,30 +270,74 @@ def _runs(entries: Sequence[_Entry]) -> list[tuple[datetime, datetime | None, st
 
 
 def _timeline(steps: list[tuple[Point, str, str | None]], intervals: list[Point],
-              member: str | None) -> list[_Entry]:
-    entries = _sweep(steps)
+              member: str | None, rank: Rank | None, hold: _Hold | None = None) -> list[_Entry]:
+    entries = _sweep(steps, rank, hold)
     for point in sorted(intervals, key=lambda p: (p.at, -p.until.timestamp(), *p.order()[1:])):  # type: ignore[union-attr]
+        if hold is not None and hold.holds(point, _in_force(entries, point.at)):
+            continue  # held as a whole
         if point.op == _ASSERT:
-            entries = _overlay(entries, point, point.value_key, None)
+            entries = _overlay(entries, point, point.value_key, None, rank)
         else:  # a retract: of everything, or of its value only (a set's member: its timeline)
             only = None if member is not None or not point.value_key else point.value_key
-            entries = _overlay(entries, point, None, only)
+            entries = _overlay(entries, point, None, only, rank)
     return entries
 
 
 _KIND = {_ASSERT: "set", _CORRECT: "correct", _RETRACT: "clear"}
 
 
-def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
-    """The believed versions the ``points`` of one slot derive (see the module docstring)."""
-    points = list(points)
+def _single_timeline(points: list[Point], rank: Rank | None, hold: _Hold | None = None) -> list[_Entry]:
+    """The entries of a single-valued slot's timeline: the sweep, then the intervals."""
+    steps = [(p, _KIND[p.op] if p.op != _RETRACT or not p.value_key else "clear_if",
+              p.value_key or None) for p in points if p.until is None]
+    return _timeline(steps, [p for p in points if p.until is not None], None, rank, hold)
+
+
+def settled_runs(points: Iterable[Point], rank: Rank | None = None) -> tuple[list[Run], list[Run]]:
+    """``disagreement: candidate``: the believed versions and the pending candidates (one run per
+    value, open-ended unless its first statement is an interval) that the statements of a
+    single-valued slot, confirms included, derive (docs/temporal-semantics.md, "Conflict policy").
+    A believed version opened by a statement a confirm kept from being held names that confirm."""
+    confirms: dict[str, Point] = {}
+    stated = []
+    for p in sorted(points, key=lambda p: p.key):
+        if p.op == _CONFIRM:
+            confirms.setdefault(p.value_key, p)
+        else:
+            stated.append(p)
+    hold = _Hold(confirms)
+    runs = _runs(_single_timeline(stated, rank, hold))
+    held = {p.key for p in hold.held}
+    support = _Supporters([p for p in stated if p.key not in held])
+    believed = []
+    for start, end, vkey, opener in runs:
+        if opener.key in hold.promoted:
+            confirm = confirms[vkey]
+            opener = replace(opener, confirmed_by=confirm.asserted_by, confirmed_by_episode_id=confirm.episode)
+        believed.append(Run(start, end, vkey, opener, support.of(start, end, vkey)))
+    # A retract of v without valid_to, at t, withdraws the statements of v held at or before t.
+    withdrawn: dict[str, datetime] = {}
+    for p in stated:
+        if p.op == _RETRACT and p.until is None and p.value_key:
+            withdrawn[p.value_key] = max(p.at, withdrawn.get(p.value_key, p.at))
+    pending: dict[str, list[Point]] = {}
+    for p in sorted(hold.held, key=Point.order):
+        if p.at > withdrawn.get(p.value_key, _NEVER):
+            pending.setdefault(p.value_key, []).append(p)
+    candidates = [Run(group[0].at, group[0].until, vkey, group[0], tuple(group)) for vkey, group in pending.items()]
+    return believed, candidates
+
+
+def believed_runs(points: Iterable[Point], many: bool, rank: Rank | None = None) -> list[Run]:
+    """The believed versions the ``points`` of one slot derive (see the module docstring);
+    ``rank``: the conflict policy's, when it ranks statements."""
+    # Confirms stay in the ledger of a slot whose attribute held disagreements before.
+    points = [p for p in points if p.op != _CONFIRM]
     if not many:
-        steps = [(p, _KIND[p.op] if p.op != _RETRACT or not p.value_key else "clear_if",
-                  p.value_key or None) for p in points if p.until is None]
-        runs = _runs(_timeline(steps, [p for p in points if p.until is not None], None))
+        runs = _runs(_single_timeline(points, rank))
     else:
         runs = []
-        for member, entries in _member_timelines(points).items():
+        for member, entries in _member_timelines(points, rank).items():
             runs.extend(_runs(entries))
         runs.sort(key=lambda r: (r[2], r[0]))
     support = _Supporters(points)
@@ -254,11 +345,12 @@ def believed_runs(points: Iterable[Point], many: bool) -> list[Run]:
             for start, end, vkey, opener in runs]
 
 
-def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
+def _member_timelines(points: list[Point], rank: Rank | None) -> dict[str, list[_Entry]]:
     """A set's timelines, one per member. A ``correct`` with ``replaces`` cancels the membership
     of ``replaces`` in force at its instant and sets its own member from that membership's change
     point, found on the member's own statements (its asserts, retracts and plain corrects) before
-    any correction's point is added, so chains of corrections cannot loop."""
+    any correction's point is added, so chains of corrections cannot loop. A correction outranked
+    by that membership sets nothing."""
     own: dict[str, list[tuple[Point, str, str | None]]] = {}
     intervals: dict[str, list[Point]] = {}
     for p in points:
@@ -279,11 +371,13 @@ def _member_timelines(points: list[Point]) -> dict[str, list[_Entry]]:
                 continue
             # on the member's own statements only: the other corrections that replace it are
             # left out of the look-up, as the derived points are
-            held = _in_force(_sweep([x for x in ordered[:index] if not x[0].replaces_key]), p.at)
+            held = _in_force(_sweep([x for x in ordered[:index] if not x[0].replaces_key], rank), p.at)
+            if _outranked(p, held, rank):
+                continue
             at = held.at if held is not None and held.value_key is not None else p.at
             derived.setdefault(p.value_key, []).append((replace(p, at=at), "set", p.value_key))
     members = set(own) | set(intervals) | set(derived)
-    return {m: _timeline(own.get(m, []) + derived.get(m, []), intervals.get(m, []), m)
+    return {m: _timeline(own.get(m, []) + derived.get(m, []), intervals.get(m, []), m, rank)
             for m in sorted(members)}
 
 
@@ -382,13 +476,7 @@ def points_from_rows(rows: Iterable[Fact], many: bool = False) -> list[Point]:
     starts = {(r.value_key, r.valid_from) for r in rows}
     points = []
     for r in rows:
-        points.append(Point(
-            at=r.valid_from, op=Op.ASSERT.value, value=storable_value(r.value), value_key=r.value_key,
-            key="row:" + r.memory_id, episode=r.source_episode_id, asserted_by=r.asserted_by,
-            confidence=r.confidence, schema_version=r.schema_version, support=r.support_count,
-            episodes=r.support_episodes or (r.source_episode_id,), keys=r.delta_keys or ("row:" + r.memory_id,),
-            confirmed_by=r.confirmed_by, confirmed_by_episode_id=r.confirmed_by_episode_id,
-        ))
+        points.append(_row_point(r, Op.ASSERT.value))
         # A retract of the row's own value: harmless where another value starts at the same instant.
         if r.valid_to is not None and (r.value_key, r.valid_to) not in starts:
             points.append(Point(
@@ -398,6 +486,17 @@ def points_from_rows(rows: Iterable[Fact], many: bool = False) -> list[Point]:
                 asserted_by=r.asserted_by, confidence=r.confidence, schema_version=r.schema_version,
             ))
     return points
+
+
+def _row_point(r: Fact, op: str, until: datetime | None = None) -> Point:
+    """The statement a stored row stands for, with the row's whole support."""
+    return Point(
+        at=r.valid_from, op=op, value=storable_value(r.value), value_key=r.value_key,
+        key="row:" + r.memory_id, episode=r.source_episode_id, asserted_by=r.asserted_by,
+        confidence=r.confidence, until=until, schema_version=r.schema_version, support=r.support_count,
+        episodes=r.support_episodes or (r.source_episode_id,), keys=r.delta_keys or ("row:" + r.memory_id,),
+        confirmed_by=r.confirmed_by, confirmed_by_episode_id=r.confirmed_by_episode_id,
+    )
 
 
 def reconcile(
@@ -440,6 +539,10 @@ def reconcile(
     seeded: tuple[Point, ...] = ()
     if statements is None:
         seeded = tuple(points_from_rows(existing, spec.cardinality is Cardinality.MANY))
+        if spec.holds_disagreement:
+            # a pending candidate stands for a statement of its value, held again if it still disagrees
+            seeded += tuple(_row_point(r, r.op.value, r.valid_to) for r in existing
+                            if r.expired_at is None and r.status is Status.CANDIDATE)
         statements = seeded
     if key in applied or (not applied_only and (
             any(key in r.delta_keys or r.expired_by_delta_key == key for r in existing)
@@ -452,6 +555,14 @@ def reconcile(
                      key=lambda r: (r.valid_from, r.value_key))
     candidate = next((r for r in pending if r.value_key == vkey), None) if vkey else None
     slot = _Slot(base, believed, list(statements), seeded, many, schema, spec)
+    point = Point(
+        at=delta.valid_from, op=delta.op.value, value=storable_value(value), value_key=vkey, key=key,
+        episode=delta.source_episode_id, asserted_by=delta.asserted_by or "unknown",
+        confidence=delta.confidence, until=delta.valid_to, replaces_key=replaces_key,
+        replaces=storable_value(replaces), schema_version=schema.version,
+    )
+    if spec.holds_disagreement:
+        return _settle(slot, pending, delta, point, value)
     if delta.op is Op.CONFIRM:
         return _confirm(slot, pending, delta, vkey)
     if delta.op is Op.RETRACT and candidate is not None:
@@ -459,12 +570,6 @@ def reconcile(
                        message=f"candidate {candidate.memory_id} (value {shown(candidate.value)}) withdrawn")
     if delta.op is not Op.RETRACT and spec.gated and not slot.holds(vkey, delta.valid_from):
         return _propose(slot, pending, candidate, delta, value, vkey)
-    point = Point(
-        at=delta.valid_from, op=delta.op.value, value=storable_value(value), value_key=vkey, key=key,
-        episode=delta.source_episode_id, asserted_by=delta.asserted_by or "unknown",
-        confidence=delta.confidence, until=delta.valid_to, replaces_key=replaces_key,
-        replaces=storable_value(replaces), schema_version=schema.version,
-    )
     return slot.add(point, {vkey: value})
 
 
@@ -517,8 +622,13 @@ class _Slot:
 
     def __init__(self, base: WritePlan, rows: list[Fact], points: list[Point],
                  seeded: tuple[Point, ...], many: bool, schema: Schema, spec: AttributeSpec) -> None:
+        if not spec.holds_disagreement:  # confirms kept while it held disagreements
+            points = [p for p in points if p.op != _CONFIRM]
         self.base, self.rows, self.points, self.seeded = base, rows, points, seeded
         self.many, self.schema, self.spec = many, schema, spec
+        self.rank: Rank | None = None
+        if spec.ranked:
+            self.rank = lambda p: spec.rank(p.asserted_by, p.confidence, base.subject)
 
     def holding(self, vkey: str, instant: datetime) -> Fact | None:
         """The row holding at ``instant``: the slot's, or for a set the member ``vkey``'s."""
@@ -533,10 +643,13 @@ class _Slot:
         return row is not None and row.value_key == vkey
 
     def add(self, point: Point, values: dict[str, Any], *, outcome: str | None = None,
-            carried: Fact | None = None, confirmer: str | None = None) -> WritePlan:
-        """The plan that adds ``point`` (``values``: typed values known by value key)."""
+            carried: Fact | None = None, confirmer: str | None = None,
+            after: list[Run] | None = None) -> WritePlan:
+        """The plan that adds ``point`` (``values``: typed values known by value key); ``after``:
+        the runs after it, when the caller derived them."""
         held = self.holding(point.value_key, point.at)
-        after = self._after(point, held)
+        if after is None:
+            after = self._after(point, held)
         base = replace(self.base, statements=(*self.seeded, point))
         by_interval = {(r.valid_from, r.valid_to, r.value_key): r for r in self.rows}
         kept: dict[tuple[Any, ...], str] = {}
@@ -572,15 +685,16 @@ class _Slot:
         itself, in a gap) can change, so only the statements from ``s`` on are swept, and the rows
         before ``s`` stand as they are. That needs a fresh start at ``s``: no row may end exactly
         there (a run there could merge with it), the point may not fall on ``s`` itself, and no
-        interval or correction with ``replaces`` (whose reach is not local) may be in the slot;
+        interval or correction with ``replaces`` (whose reach is not local) may be in the slot, and
+        no conflict policy may rank the statements (a value's rank outlives its run's start);
         otherwise the whole slot is derived.
         """
         start = held.valid_from if held is not None else point.at
         local = point.until is None and not point.replaces_key and (held is None or start < point.at) and not any(
-            p.until is not None or p.replaces_key for p in self.points)
+            p.until is not None or p.replaces_key for p in self.points) and self.rank is None
         mine = [r for r in self.rows if not self.many or r.value_key == point.value_key]
         if not local or any(r.valid_to == start for r in mine):
-            return believed_runs([*self.points, point], self.many)
+            return believed_runs([*self.points, point], self.many, self.rank)
         if self.many:
             points = [p for p in self.points if p.value_key == point.value_key and p.at >= start]
             others = [r for r in self.rows if r.value_key != point.value_key]
@@ -676,6 +790,64 @@ def _propose(slot: _Slot, pending: list[Fact], candidate: Fact | None, delta: Me
         return replace(base, outcome="candidate", expire=withdrawn, support=(candidate.memory_id,),
                        message=f"candidate {candidate.memory_id} gained support; {waiting}")
     return _promote(slot, supported, withdrawn, by=None)
+
+
+def _settle(slot: _Slot, pending: list[Fact], delta: MemoryDelta, point: Point, value: Any) -> WritePlan:
+    """``disagreement: candidate``: keep the statement (a confirm too) and derive the slot's believed
+    rows and its candidates from all its statements (:func:`settled_runs`)."""
+    if point.op == _CONFIRM and not point.value_key:
+        if len(pending) != 1:
+            _confirm(slot, pending, delta, "")  # refuses it: none or several pending
+        # a confirm without a value names the one value pending when it arrives
+        value = pending[0].value
+        point = replace(point, value=storable_value(value), value_key=pending[0].value_key)
+    runs, candidates = settled_runs([*slot.points, point], slot.rank)
+    values = {point.value_key: value}
+    plan = slot.add(point, values, after=runs)
+    derived = {run.value_key: run for run in candidates}
+    expire: list[str] = []
+    support: list[str] = []
+    for row in pending:
+        run = derived.get(row.value_key)
+        if run is None or (row.valid_from, row.valid_to) != (run.start, run.end) \
+                or row.delta_keys[:1] != run.opener.supporting_keys[:1]:
+            expire.append(row.memory_id)
+            continue
+        keys = {k for p in run.support for k in p.supporting_keys}
+        if set(row.delta_keys) == keys:
+            del derived[row.value_key]
+        elif set(row.delta_keys) | {point.key} == keys:
+            del derived[row.value_key]
+            support.append(row.memory_id)
+        else:
+            expire.append(row.memory_id)
+    create = []
+    for run in derived.values():
+        if run.value_key not in values:
+            values[run.value_key] = slot.schema.coerce(plan.attribute, run.opener.value)[0]
+        create.append(_row_props(plan, slot.spec, slot.schema, run, values[run.value_key], Status.CANDIDATE))
+    changes_believed = bool(plan.create or plan.expire)
+    plan = replace(plan, expire=(*plan.expire, *expire), support=(*plan.support, *support),
+                   create=(*plan.create, *create))
+    believed = {run.value_key for run in runs}
+    promoted = [r for r in pending if r.memory_id in expire and r.value_key in believed]
+    dropped = [r for r in pending if r.memory_id in expire and r.value_key not in {c.value_key for c in candidates}]
+    if any(point.key == p.key for run in candidates for p in run.support):
+        return replace(plan, outcome="candidate", message=(
+            "stored as a candidate; it disagrees with the version in force from another source; "
+            "it needs a confirmation"))
+    if point.op == _CONFIRM:
+        if not promoted:
+            return replace(plan, outcome="kept", message=(
+                f"confirmation kept: no statement of value {shown(value)} is held now; it promotes "
+                "any that is"))
+        return replace(plan, outcome="promoted", message=(
+            f"candidate {promoted[0].memory_id} (value {shown(value)}) promoted, confirmed by "
+            f"{point.asserted_by}"))
+    if point.op == _RETRACT and dropped and not changes_believed:
+        return replace(plan, outcome="withdrawn", message=f"candidate {dropped[0].memory_id} "
+                       f"(value {shown(dropped[0].value)}) withdrawn")
+    return plan
 
 
 def _confirm(slot: _Slot, pending: list[Fact], delta: MemoryDelta, vkey: str) -> WritePlan:

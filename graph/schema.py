@@ -20,6 +20,7 @@ from .errors import InvalidDelta, SchemaViolation, validation_problems
 from .models import SUBJECT_READER, Cardinality, check_principal, check_value, require_aware, shown
 
 ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
+ConflictPolicy = Literal["latest", "confidence", "source_priority"]
 
 # \Z, not $: "$" also matches before a trailing newline ("Person\n" is not a label).
 _LABEL_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}\Z")
@@ -72,6 +73,14 @@ class AttributeSpec(_Spec):
 
     ``max_future_days``: how far after now a ``valid_from`` (a scheduled change) may lie before it
     is refused as absurd; unset, the store's setting (``SGAM_MAX_FUTURE_DAYS``, 36,500) applies.
+
+    Conflict policy (``docs/temporal-semantics.md``, "Conflict policy"): ``conflict`` ranks the
+    statements of a slot: ``latest`` (all equal: the latest change point wins), ``confidence``
+    (a statement's confidence) or ``source_priority`` (the first of ``sources`` matching its actor,
+    earlier is higher; patterns as for ``confirmers``; an actor matching none ranks below all). A
+    statement never ends, changes or corrects a value set by a statement of higher rank.
+    ``disagreement: candidate`` holds a single value stated by another source than the version in
+    force as a candidate until a ``confirm``.
     """
 
     value_type: ValueType
@@ -90,23 +99,40 @@ class AttributeSpec(_Spec):
     sensitive: bool = False
     confirmers: tuple[str, ...] = ("user:{subject}",)
     max_future_days: int | None = Field(default=None, ge=0)
+    conflict: ConflictPolicy = "latest"
+    sources: tuple[str, ...] = ()
+    disagreement: Literal["believe", "candidate"] = "believe"
 
     @property
     def gated(self) -> bool:
         """Whether new values of this attribute start as candidates."""
         return self.sensitive or self.requires > 1
 
+    @property
+    def holds_disagreement(self) -> bool:
+        """Whether a value stated by another source than the version in force waits as a candidate."""
+        return self.disagreement == "candidate"
+
+    @property
+    def ranked(self) -> bool:
+        """Whether the conflict policy ranks statements (anything but latest-wins)."""
+        return self.conflict != "latest"
+
+    def rank(self, actor: str | None, confidence: float, subject: str) -> float:
+        """A statement's rank under the conflict policy (higher wins; equal ranks: latest wins)."""
+        if self.conflict == "confidence":
+            return confidence
+        if self.conflict == "source_priority":
+            found = next((i for i, p in enumerate(self.sources) if _matches(p, actor, subject)),
+                         len(self.sources))
+            return float(-found)
+        return 0.0
+
     def may_confirm(self, actor: str | None, subject: str) -> bool:
         """Whether ``actor`` may confirm a value of this attribute about ``subject``."""
         if not self.sensitive:
             return True
-        if not actor:
-            return False
-        for pattern in self.confirmers:
-            pattern = pattern.replace("{subject}", subject)
-            if actor == pattern or (pattern.endswith("*") and actor.startswith(pattern[:-1])):
-                return True
-        return False
+        return any(_matches(pattern, actor, subject) for pattern in self.confirmers)
 
     @model_validator(mode="after")
     def _check(self) -> AttributeSpec:
@@ -122,12 +148,35 @@ class AttributeSpec(_Spec):
             if reader != SUBJECT_READER:
                 check_principal(reader)
         for pattern in self.confirmers:
-            if not pattern or "*" in pattern[:-1] or len(pattern) > 200:
+            if not _valid_pattern(pattern):
                 raise ValueError(
                     f"confirmer {pattern!r} is not valid: use an actor id (e.g. agent:support), "
                     "'{subject}' for the fact's subject, or a prefix ending in '*' (e.g. agent:*)"
                 )
+        self._check_policy()
         return self
+
+    def _check_policy(self) -> None:
+        if self.conflict == "source_priority" and not self.sources:
+            raise ValueError("conflict: source_priority needs 'sources': actor patterns, highest "
+                             "priority first (e.g. [tool:crm, 'user:{subject}', 'agent:*'])")
+        if self.conflict != "source_priority" and self.sources:
+            raise ValueError(f"'sources' only apply to conflict: source_priority (this attribute has "
+                             f"conflict: {self.conflict}); remove them or set conflict: source_priority")
+        for pattern in self.sources:
+            if not _valid_pattern(pattern):
+                raise ValueError(
+                    f"source {pattern!r} is not valid: use an actor id (e.g. tool:crm), "
+                    "'{subject}' for the fact's subject, or a prefix ending in '*' (e.g. agent:*)"
+                )
+        if len(set(self.sources)) != len(self.sources):
+            raise ValueError(f"'sources' name a pattern twice: {list(self.sources)}")
+        if self.holds_disagreement and self.cardinality is Cardinality.MANY:
+            raise ValueError("disagreement: candidate is for single-valued attributes: members of a "
+                             "set do not disagree; remove it or use cardinality: one")
+        if self.holds_disagreement and self.gated:
+            raise ValueError("disagreement: candidate is implied by requires/sensitive (every new value "
+                             "already waits as a candidate); declare one or the other")
 
     def visible_to(self, subject: str) -> tuple[str, ...] | None:
         """The principals that may read a fact of this attribute about ``subject``; ``None`` = all.
@@ -137,6 +186,19 @@ class AttributeSpec(_Spec):
         if self.visibility == "shared":
             return None
         return tuple(dict.fromkeys(f"user:{subject}" if r == SUBJECT_READER else r for r in self.readers))
+
+
+def _valid_pattern(pattern: str) -> bool:
+    return bool(pattern) and "*" not in pattern[:-1] and len(pattern) <= 200
+
+
+def _matches(pattern: str, actor: str | None, subject: str) -> bool:
+    """Whether ``actor`` matches an actor pattern: an id, ``{subject}`` standing for the subject,
+    or a prefix ending in ``*``."""
+    if not actor:
+        return False
+    pattern = pattern.replace("{subject}", subject)
+    return actor == pattern or (pattern.endswith("*") and actor.startswith(pattern[:-1]))
 
 
 class RenameStep(_Spec):

@@ -19,6 +19,10 @@ class Change:
 
 # Changing these on an attribute means stored facts no longer fit without a migration.
 _BREAKING_FIELDS = {"value_type", "cardinality", "target", "values", "rel_type", "subject_types"}
+# Changing these changes which statements win (docs/temporal-semantics.md, "Conflict policy"): the
+# stored statements stay, and each slot is derived again under the new policy on its next write.
+_POLICY_FIELDS = {"conflict", "sources", "disagreement"}
+_POLICY_NOTE = "; changes believed history: each slot is derived again under the new policy on its next write"
 
 
 def diff(old: Schema, new: Schema) -> list[Change]:
@@ -36,8 +40,9 @@ def diff(old: Schema, new: Schema) -> list[Change]:
         before = old.attributes[name].model_dump()
         after = new.attributes[name].model_dump()
         for field in sorted(k for k in before if before[k] != after[k]):
+            note = _POLICY_NOTE if field in _POLICY_FIELDS else ""
             changes.append(Change("changed", f"attribute {name}.{field}",
-                                  f"{before[field]!r} -> {after[field]!r}", field in _BREAKING_FIELDS))
+                                  f"{before[field]!r} -> {after[field]!r}{note}", field in _BREAKING_FIELDS))
     for name in sorted(set(old.retention) | set(new.retention)):
         was, now = old.retention.get(name), new.retention.get(name)
         if was != now:

@@ -107,7 +107,7 @@ def schema_show(schema: str = typer.Argument("default", help="A shipped schema n
                                                    "as a Markdown table")) -> None:
     """List a schema's entity types, attributes and retention classes."""
     from sgam.graph.schema import load_schema
-    from sgam.cli.tables import attribute_table
+    from sgam.cli.tables import attribute_table, policy_notes
 
     loaded = load_schema(schema)
     if markdown:
@@ -122,6 +122,9 @@ def schema_show(schema: str = typer.Argument("default", help="A shipped schema n
         table.add_row(name, kind, spec.cardinality.value, ", ".join(spec.subject_types),
                       spec.memory_type, spec.retention)
     console.print(table)
+    for name, spec in sorted(loaded.attributes.items()):
+        if policy_notes(spec):
+            console.print(f"conflict policy of {name}: {', '.join(policy_notes(spec))}", highlight=False)
     for name, policy in loaded.retention.items():
         console.print(f"retention {name}: " + (f"{policy.ttl_days} days" if policy.ttl_days else "permanent"))
     for migration in loaded.migrations:

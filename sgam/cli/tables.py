@@ -205,5 +205,18 @@ def _kind(spec: AttributeSpec) -> str:
     if spec.values:
         kind += ": " + "/".join(spec.values)
     notes = [kind] + (["many"] if spec.cardinality.value == "many" else []) + (
-        ["private"] if spec.visibility == "private" else [])
+        ["private"] if spec.visibility == "private" else []) + policy_notes(spec)
     return "(" + ", ".join(notes) + ")"
+
+
+def policy_notes(spec: AttributeSpec) -> list[str]:
+    """The attribute's conflict policy, when it declares one: 'sources tool:crm > agent:*',
+    'highest confidence wins', 'disagreement held as candidate'."""
+    notes = []
+    if spec.conflict == "confidence":
+        notes.append("highest confidence wins")
+    elif spec.conflict == "source_priority":
+        notes.append("sources " + " > ".join(spec.sources))
+    if spec.holds_disagreement:
+        notes.append("disagreement held as candidate")
+    return notes
