@@ -102,7 +102,8 @@ class Point:
     confirmed_by_episode_id: str | None = None
 
     def order(self) -> tuple[Any, ...]:
-        return (self.at, _RANK[self.op], self.confidence, self.value_key, self.episode, self.key)
+        return (self.at, _RANK[self.op], self.confidence, self.value_key, self.episode,
+                self.until is None, self.until or self.at, self.key)
 
     def to_json(self) -> str:
         """The ledger entry: a compact JSON object (defaults left out)."""

@@ -116,22 +116,25 @@ class Statement:
 
     def tie_order(self, canonical: Canonical = value_key) -> tuple[int, float, _Tie]:
         """The same-instant rule: op, confidence (lowest first), canonical value, source episode,
-        idempotency key."""
+        end of validity (earlier first, open last), idempotency key."""
         return (OP_RANK[self.op], self.confidence, _Tie(self, canonical))
 
 
 class _Tie:
-    """The last criteria of the same-instant rule (canonical value, source episode, idempotency key), worked
-    out only when op and confidence tie, so that a costly ``canonical`` is rarely called."""
+    """The last criteria of the same-instant rule (canonical value, source episode, end of validity,
+    idempotency key), worked out only when op and confidence tie, so that a costly ``canonical`` is
+    rarely called."""
 
     __slots__ = ("statement", "canonical")
 
     def __init__(self, statement: Statement, canonical: Canonical) -> None:
         self.statement, self.canonical = statement, canonical
 
-    def _order(self) -> tuple[str, str, str]:
-        value = self.statement.value
-        return ("" if value is None else self.canonical(value), self.statement.episode, repr(self.statement.key))
+    def _order(self) -> tuple[str, str, bool, datetime, str]:
+        statement = self.statement
+        value = "" if statement.value is None else self.canonical(statement.value)
+        end = statement.valid_to
+        return (value, statement.episode, end is None, end or statement.valid_from, repr(statement.key))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Tie) and self._order() == other._order()
