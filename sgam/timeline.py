@@ -16,7 +16,7 @@ are the tick labels. Rendering uses matplotlib's Agg canvas (no display needed).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -65,6 +65,9 @@ INSTANT_ROW = 0.5
 LANE_INCHES = 0.25
 PANEL_INCHES = 1.9
 PANEL_MARGIN_INCHES = 0.55
+# The x axis's width on the page and a label character's (8 pt), to foresee labels that collide.
+AXES_INCHES = 8.7
+CHAR_INCHES = 0.07
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,12 @@ def bands(rows: Sequence[Fact]) -> list[tuple[datetime, float, list[Fact]]]:
     return out
 
 
-def lanes(believed: Sequence[Fact], rank: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    """Each row's lane in one band (memory_id -> lane, 0 lowest): rows whose valid windows
-    overlap get different lanes, so neither bars nor labels cover each other. A member keeps the
+Clash = Callable[[Fact, Fact], bool]
+
+
+def lanes(believed: Sequence[Fact], rank: dict[str, int], before: dict[str, int], clash: Clash) -> dict[str, int]:
+    """Each row's lane in one band (memory_id -> lane, 0 lowest): rows that clash (valid windows
+    that overlap, or labels that would) get different lanes, so nothing covers another. A member keeps the
     lane it had in the band below when it is free; the others fill the lowest free lane, in
     the order members first became known; empty lanes are then dropped, keeping the order."""
     ordered = sorted(believed, key=lambda f: (rank[member(f)], f.valid_from, f.recorded_at))
@@ -116,20 +122,20 @@ def lanes(believed: Sequence[Fact], rank: dict[str, int], before: dict[str, int]
     lane: dict[str, int] = {}
     for fact in ordered:
         kept = before.get(member(fact))
-        if kept is not None and not any(overlaps(fact, other) for other in taken[kept]):
+        if kept is not None and not any(clash(fact, other) for other in taken[kept]):
             lane[fact.memory_id] = kept
             taken[kept].append(fact)
     for fact in ordered:
         if fact.memory_id not in lane:
             free = next(i for i in range(len(ordered) + len(before))
-                        if not any(overlaps(fact, other) for other in taken[i]))
+                        if not any(clash(fact, other) for other in taken[i]))
             lane[fact.memory_id] = free
             taken[free].append(fact)
     used = {old: new for new, old in enumerate(sorted(set(lane.values())))}
     return {memory_id: used[old] for memory_id, old in lane.items()}
 
 
-def layout(rows: Sequence[Fact]) -> tuple[list[Strip], dict[datetime, float], float, bool]:
+def layout(rows: Sequence[Fact], clash: Clash = overlaps) -> tuple[list[Strip], dict[datetime, float], float, bool]:
     """The strips of a panel's rows, the y of every transaction instant (a tick), the top, and
     whether some band has more than one lane.
 
@@ -145,7 +151,7 @@ def layout(rows: Sequence[Fact]) -> tuple[list[Strip], dict[datetime, float], fl
     y = 0.0
     crowded = False
     for instant, height, believed in bands(rows):
-        lane = lanes(believed, rank, before)
+        lane = lanes(believed, rank, before, clash)
         if height == 1.0:
             ticks[instant] = y
         for fact in believed:
@@ -189,7 +195,22 @@ def figure(facts: Sequence[Fact], subject: str, *, now: datetime) -> Any:
     span = max(max(instants) - min(instants), timedelta(days=30))
     left, right = min(instants) - span * 0.05, max(instants) + span * 0.15
 
-    panels = {a: layout(by_attribute.get(a, [])) for a in attributes}
+    # Narrow bars side by side would have their labels collide: such rows take lanes too. A
+    # label's width is estimated here (the axes' width is only known once laid out, below).
+    per_inch = (mdates.date2num(right) - mdates.date2num(left)) / AXES_INCHES
+
+    def label_window(fact: Fact) -> tuple[float, float]:
+        x0 = mdates.date2num(fact.valid_from)
+        centre = (x0 + mdates.date2num(fact.valid_to if fact.valid_to is not None else right)) / 2
+        [(text, _), *_] = label_texts(fact, first=True)
+        half = per_inch * CHAR_INCHES * max(len(line) for line in text.split("\n")) / 2
+        return centre - half, centre + half
+
+    def clash(a: Fact, b: Fact) -> bool:
+        (a0, a1), (b0, b1) = label_window(a), label_window(b)
+        return overlaps(a, b) or (a0 < b1 and b0 < a1)
+
+    panels = {a: layout(by_attribute.get(a, []), clash) for a in attributes}
     heights = [max(PANEL_INCHES, PANEL_MARGIN_INCHES + LANE_INCHES * top) for _, _, top, _ in panels.values()]
     fig = Figure(figsize=(11, 1.2 + sum(heights)), layout="constrained")
     FigureCanvasAgg(fig)
@@ -235,12 +256,11 @@ def figure(facts: Sequence[Fact], subject: str, *, now: datetime) -> Any:
     return fig
 
 
-def label_texts(strip: Strip) -> list[tuple[str, float]]:
+def label_texts(fact: Fact, *, first: bool) -> list[tuple[str, float]]:
     """A strip's label, longest first with its font size: value (→ when open) and, in the band
-    where the row was recorded, its episode; later strips of the row repeat the value only."""
-    fact = strip.fact
+    where the row was recorded (``first``), its episode; later strips repeat the value only."""
     value = f"{value_text(fact.value)}{'' if fact.valid_to is not None else ' →'}"
-    texts = [f"{value}\n{fact.source_episode_id}", f"{value} · {fact.source_episode_id}"] if strip.first else []
+    texts = [f"{value}\n{fact.source_episode_id}", f"{value} · {fact.source_episode_id}"] if first else []
     return [(text, size) for size in (8, 7) for text in [*texts, value]]
 
 
@@ -257,7 +277,7 @@ def label_bars(fig: Any, bars: list[tuple[Any, Any, Strip]], now: datetime) -> N
     for ax, bar, strip in sorted(bars, key=lambda b: (-b[1].get_width(), b[2].y0)):
         inside = bar.get_window_extent(renderer)
         frame = ax.get_window_extent(renderer)
-        for text, size in label_texts(strip):
+        for text, size in label_texts(strip.fact, first=strip.first):
             label = ax.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, text,
                             ha="center", va="center", fontsize=size, clip_on=True, gid=strip.fact.memory_id,
                             color="white" if kind(strip.fact, now) == "current" else "black")
