@@ -6,9 +6,10 @@ or retired is one step, oldest at the bottom. Each stored row (``history()``) is
 as its valid window, as tall as the steps during which it was believed. A correction therefore
 shows as the old bar ending at the step where it was corrected and the new one starting there.
 Rows believed at the same step over overlapping valid time (a set's members, a pending candidate
-beside the value it would replace) get lanes: that step's band is as many strips tall as it needs,
-one per row, each member keeping its lane from the step below when it can, so a row spanning
-several steps is drawn as one strip per band, each in the band it was believed in.
+beside the value it would replace), or narrow ones whose labels would collide, get lanes: that
+step's band is as many strips tall as it needs, one per row, each member keeping its lane from the
+step below when it can, so a row spanning several steps is drawn as one strip per band, each in
+the band it was believed in (a line marks where each step begins).
 Steps are ranks, not durations, because corrections often arrive seconds apart; their instants
 are the tick labels. Rendering uses matplotlib's Agg canvas (no display needed).
 """
@@ -112,11 +113,13 @@ def bands(rows: Sequence[Fact]) -> list[tuple[datetime, float, list[Fact]]]:
 Clash = Callable[[Fact, Fact], bool]
 
 
-def lanes(believed: Sequence[Fact], rank: dict[str, int], before: dict[str, int], clash: Clash) -> dict[str, int]:
+def lanes(believed: Sequence[Fact], rank: dict[str, int], before: dict[str, int],
+          clash: Clash) -> dict[str, int]:
     """Each row's lane in one band (memory_id -> lane, 0 lowest): rows that clash (valid windows
-    that overlap, or labels that would) get different lanes, so nothing covers another. A member keeps the
-    lane it had in the band below when it is free; the others fill the lowest free lane, in
-    the order members first became known; empty lanes are then dropped, keeping the order."""
+    that overlap, or labels that would) get different lanes, so nothing covers another. A member
+    keeps the lane it had in the band below when it is free; the others fill the lowest free
+    lane, in the order members first became known; empty lanes are then dropped, keeping the
+    order."""
     ordered = sorted(believed, key=lambda f: (rank[member(f)], f.valid_from, f.recorded_at))
     taken: dict[int, list[Fact]] = defaultdict(list)
     lane: dict[str, int] = {}
@@ -135,7 +138,7 @@ def lanes(believed: Sequence[Fact], rank: dict[str, int], before: dict[str, int]
     return {memory_id: used[old] for memory_id, old in lane.items()}
 
 
-def layout(rows: Sequence[Fact], clash: Clash = overlaps) -> tuple[list[Strip], dict[datetime, float], float, bool]:
+def layout(rows: Sequence[Fact], clash: Clash) -> tuple[list[Strip], dict[datetime, float], float, bool]:
     """The strips of a panel's rows, the y of every transaction instant (a tick), the top, and
     whether some band has more than one lane.
 
@@ -152,7 +155,7 @@ def layout(rows: Sequence[Fact], clash: Clash = overlaps) -> tuple[list[Strip], 
     crowded = False
     for instant, height, believed in bands(rows):
         lane = lanes(believed, rank, before, clash)
-        if height == 1.0:
+        if height != INSTANT_ROW:
             ticks[instant] = y
         for fact in believed:
             low = y + height * lane[fact.memory_id]
