@@ -67,13 +67,15 @@ def is_cypher(text: str) -> bool:
 
 
 def module_names() -> list[str]:
-    """Every module of every declared package (walked, so subpackages not listed are found too)."""
+    """Every module of every declared package (walked, so subpackages not listed are found too),
+    except ``__main__`` modules: importing one runs the program (``python -m sgam.cli``)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     names: set[str] = set()
     for package in config["tool"]["setuptools"]["packages"]:
         module = importlib.import_module(package)
         names.add(package)
-        names.update(m.name for m in pkgutil.walk_packages(module.__path__, package + "."))
+        names.update(m.name for m in pkgutil.walk_packages(module.__path__, package + ".")
+                     if not m.name.endswith(".__main__"))
     return sorted(names)
 
 
