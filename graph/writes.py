@@ -37,21 +37,13 @@ from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
 from .models import Cardinality, Fact, MemoryDelta, Status, check_value
 from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
-
-Records = list[dict[str, Any]]
+from .steps import InTx, Operation, Records, Statement, Steps
+from . import telemetry
 
 # The fact properties that are instants. The write path moves them as ISO strings and converts
 # them in Cypher: the driver's per-value temporal conversion dominated batch writes otherwise.
 INSTANTS = ("valid_from", "valid_to", "recorded_at", "expired_at", "last_confirmed_at")
 _AS_DATETIME = ", ".join(f"{k}: datetime(r.at.{k})" for k in INSTANTS)
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One Cypher statement and its parameters."""
-
-    query: str
-    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,7 +77,7 @@ class BatchResult:
         return tuple(r for r in self.results if not r.ok)
 
 
-WriteSteps = Generator[Statement, Records, BatchResult]
+WriteSteps = Steps[BatchResult]
 
 # One round trip for the checks. ``mentioned``: subjects that an episode of the batch already
 # mentions, i.e. that may see a replay (an applied delta's episode always mentions its subject).
@@ -380,6 +372,20 @@ def write_steps(
         del creates, touched
     yield from _persist(changed, locked, rows, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
+
+
+def write_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
+             atomic: bool = False, max_future: timedelta = DEFAULT_MAX_FUTURE) -> Operation[BatchResult]:
+    """Reconcile and persist ``deltas`` in one transaction, traced as one write span. ``atomic``:
+    a delta the schema refuses refuses the batch before anything is sent."""
+    with telemetry.write_batch(deltas, atomic) as span:
+        ready, rejected = prepare(deltas, schema)
+        if atomic and rejected:
+            raise rejected[0].error  # type: ignore[misc]
+        result: BatchResult = yield InTx(lambda: write_steps(ready, rejected, schema, clock, atomic,
+                                                             max_future=max_future))
+        telemetry.written(span, result)
+        return result
 
 
 def _unused_subjects(prepared: list[_Prepared], accepted: list[_Prepared],
@@ -901,5 +907,6 @@ __all__ = [
     "native",
     "mentions_of",
     "prepare",
+    "write_op",
     "write_steps",
 ]

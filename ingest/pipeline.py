@@ -42,11 +42,12 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from sgam.graph.episodes import Recorded
+from sgam.graph.episodes import Recorded, record_op
 from sgam.graph.errors import ExtractionError, InvalidDelta, SgamError, StoreUnavailable, validation_problems
 from sgam.graph.models import ALL_PRINCIPALS, Episode, EpisodeKind, MemoryDelta
 from sgam.graph.schema import Schema
-from sgam.graph.writes import BatchResult, DeltaResult, Records, Statement, native
+from sgam.graph.steps import Records, Statement
+from sgam.graph.writes import BatchResult, DeltaResult, native
 
 from . import quarantine as q
 from .extract import REFUSED_KEY, CurrentState, Extractor, RawCandidate, implied_fields
@@ -191,7 +192,7 @@ def _done_steps(episode: Episode, now: datetime, written: int,
 
 def record(graph: Graph, episode: Episode, *, queue: bool = False) -> tuple[Episode, Recorded]:
     """Store the raw episode; returns it under its stored id, and what recording did."""
-    [recorded] = graph.store.record([episode], "pending" if queue else "recorded")
+    [recorded] = graph.store.run(record_op([episode], graph.clock, "pending" if queue else "recorded"))
     if recorded.stored_id != episode.id:
         episode = episode.model_copy(update={"id": recorded.stored_id})
     return episode, recorded

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from sgam.graph.episodes import record_op
 from sgam.graph.errors import Conflict, InvalidDelta, SgamError
 from sgam.graph.models import Episode, MemoryDelta
 from sgam.graph.reconcile import delta_key
@@ -235,7 +236,7 @@ def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
         clash = _reused_id(chunk)
         if clash is not None:
             raise clash
-        recorded = {(r.tenant_id, r.id): r for r in writer.store.record(episodes)}
+        recorded = {(r.tenant_id, r.id): r for r in writer.store.run(record_op(episodes, writer.clock))}
         kept = [(line, recorded[(line.episode.tenant_id, line.episode.id)]) for line in chunk]
     except Conflict as exc:
         if atomic:
@@ -243,7 +244,7 @@ def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
         kept = []
         for line in chunk:
             try:
-                [one] = writer.store.record([line.episode])
+                [one] = writer.store.run(record_op([line.episode], writer.clock))
             except Conflict as conflict:
                 summary.errors.append(LineError(line.number, str(conflict)))
                 summary.line_status[line.number] = INVALID

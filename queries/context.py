@@ -37,13 +37,13 @@ from sgam.graph.errors import InvalidDelta, SgamError
 from sgam.graph.migrations import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
 from sgam.graph.schema import Schema, default_schema
-from sgam.graph.writes import Statement, fact_from_properties
+from sgam.graph.steps import Operation, Read, Statement
+from sgam.graph.writes import fact_from_properties
 
 from .embeddings import (
     INSTALL_HINT,
     Embedder,
     EmbeddingsUnavailable,
-    Steps,
     check_dimensions,
     embeddings_installed,
     require_embedder,
@@ -510,9 +510,9 @@ def _omitted_note(count: int, budget: int) -> str:
 
 # -- the read plan ---------------------------------------------------------------------------
 
-def _named(name: str, **params: Any) -> tuple[str, Statement]:
+def _named(name: str, **params: Any) -> Read:
     query = get_query(name)
-    return "read", Statement(query.text, query.bind(params))
+    return Read(Statement(query.text, query.bind(params)))
 
 
 def _parse_instant(text: str | None) -> datetime | None:
@@ -546,8 +546,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                   embedder: Embedder | None = None, question_vector: Sequence[float] | None = None,
                   schema: Schema | None = None, k: int = 8, min_score: float = 0.6, principal: str | None = None,
                   count_tokens: TokenCounter = approx_tokens, asked_at: datetime | None = None,
-                  memory_types: str | Sequence[str] | None = None) -> Steps:
-    """Read what the context needs and assemble it (a generator of ``("read", Statement)``).
+                  memory_types: str | Sequence[str] | None = None) -> Operation[Context]:
+    """Read what the context needs and assemble it (an operation of reads, see ``graph.steps``).
 
     ``expand``: ``None`` widens with everything available (vector kNN only with the embeddings
     extra, saying so in ``notes`` when it is missing); ``True`` requires vector expansion

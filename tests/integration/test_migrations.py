@@ -70,7 +70,7 @@ def cleanup(shared_graph: MemoryGraph, tenant: str):
     yield
     store = shared_graph.store
     for name in (tenant, f"{tenant}-a", f"{tenant}-b", f"{tenant}-x"):
-        store.delete_tenant(name)
+        shared_graph.delete_tenant(name)
     for suffix in USED:
         store.run_write("MATCH (n) WHERE (n:SchemaVersion OR n:SchemaMigration) AND n.name = $name "
                         "OR n:Migration AND n.id ENDS WITH $tail DETACH DELETE n",
