@@ -46,7 +46,7 @@ from .models import MemoryDelta
 from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
 from .steps import Auto, InTx, Operation, Read, Records, Statement, Write, reads
-from .writes import BatchResult, DeltaResult, _entities_of, _Prepared, mentions_of, prepare, \
+from .writes import BatchResult, DeltaResult, entities_of, Prepared, mentions_of, prepare, \
     write_steps
 
 DEFAULT_CHUNK = 20_000
@@ -196,12 +196,12 @@ class _Entities:
             self.type_names.append(name)
             return len(self.type_names) - 1
 
-    def add(self, item: _Prepared) -> int:
+    def add(self, item: Prepared) -> int:
         """Check ``item``'s entities against their first type; returns its subject's number."""
         tenant = item.delta.tenant_id
         numbers = self.numbers.setdefault(tenant, {})
         subject = -1
-        for role, (entity_id, wanted) in enumerate(zip(_entities_of(item), (item.subject_type, item.target_type))):
+        for role, (entity_id, wanted) in enumerate(zip(entities_of(item), (item.subject_type, item.target_type))):
             code = self._type_code(wanted)  # type: ignore[arg-type]
             number = numbers.get(entity_id)
             if number is None:
@@ -230,7 +230,7 @@ def check_chunk_size(chunk_size: object) -> int:
     return chunk_size
 
 
-def prepare_all(deltas: Sequence[MemoryDelta], indices: Iterable[int], schema: Schema) -> list[_Prepared]:
+def prepare_all(deltas: Sequence[MemoryDelta], indices: Iterable[int], schema: Schema) -> list[Prepared]:
     """``writes.prepare`` for the deltas at ``indices``; raises on the first bad one, naming its position."""
     ready, rejected = prepare(deltas, schema, indices)
     if rejected:
@@ -365,7 +365,7 @@ class RunTakenOver(Conflict):
 ChunkSteps = Generator[Statement, Records, tuple[BatchResult, dict[str, int]]]
 
 
-def chunk_steps(ready: Sequence[_Prepared], schema: Schema, clock: Callable[[], datetime],
+def chunk_steps(ready: Sequence[Prepared], schema: Schema, clock: Callable[[], datetime],
                 step: RunStep, max_future: timedelta = DEFAULT_MAX_FUTURE) -> ChunkSteps:
     """One chunk's transaction: the ordinary write (its checks done by :func:`check_steps`), the
     chunk's ``MENTIONS`` links, and the run's advance past it (so a committed chunk is recorded).

@@ -50,7 +50,7 @@ from .schema_diff import diff
 from .transforms import splitter, upcaster
 from .migrations import LATEST_SCHEMA, RECORD_SCHEMA, ddl_op
 from .steps import InTx, Operation, Read, Records, Statement, Write
-from .writes import native
+from .codec import native
 
 DEFAULT_BATCH = 1000
 KINDS = "rename, rename_relation, retype, split"

@@ -13,7 +13,9 @@ unit test runs it on scripted answers, without a server.
   - :class:`Read` runs one statement in its own READ transaction (a traced read span), and
     :class:`Write` in its own write transaction; both are answered with the records;
   - :class:`Auto` runs one statement outside a managed transaction: schema DDL and
-    ``CALL {} IN TRANSACTIONS`` refuse to run inside one.
+    ``CALL {} IN TRANSACTIONS`` refuse to run inside one;
+  - :class:`Blocking` runs blocking Python work (an extractor calling a model) and is answered
+    with its result: the async store runs it in a thread, so the event loop never waits on it.
 
   A request that fails is thrown back into the operation, which may clean up and re-raise
   (``bulk``'s undo, ``evolution``'s failed-migration record).
@@ -79,7 +81,14 @@ class Auto:
     statement: Statement
 
 
-Request = InTx[Any] | Read | Write | Auto
+@dataclass(frozen=True)
+class Blocking:
+    """``work()``, which may block; answered with its result."""
+
+    work: Callable[[], Any]
+
+
+Request = InTx[Any] | Read | Write | Auto | Blocking
 Operation = Generator[Request, Any, T]
 
 
@@ -132,8 +141,8 @@ def reads(steps: Steps[T]) -> Operation[T]:
 def scripted(gen: Generator[Any, Any, T], answer: Callable[[Statement], Records]
              ) -> tuple[T, list[Statement]]:
     """Run an operation or a statement generator on ``answer(statement)`` instead of a server (for
-    tests): each statement, bare or in any request, is answered by ``answer``, and an
-    :class:`InTx` runs its steps on it. Returns the result and every statement, in order."""
+    tests): each statement, bare or in any request, is answered by ``answer``, an :class:`InTx`
+    runs its steps on it and :class:`Blocking` work just runs. Returns the result and every statement, in order."""
     seen: list[Statement] = []
 
     def run(statement: Statement) -> Records:
@@ -143,10 +152,12 @@ def scripted(gen: Generator[Any, Any, T], answer: Callable[[Statement], Records]
     def serve(request: Any) -> Any:
         if isinstance(request, InTx):
             return drive(request.make_steps(), run)
+        if isinstance(request, Blocking):
+            return request.work()
         return run(request if isinstance(request, Statement) else request.statement)
 
     return drive(gen, serve), seen
 
 
-__all__ = ["Auto", "InTx", "Operation", "Read", "Records", "Request", "Statement", "Steps", "Write", "adrive",
+__all__ = ["Auto", "Blocking", "InTx", "Operation", "Read", "Records", "Request", "Statement", "Steps", "Write", "adrive",
            "drive", "one", "reads", "scripted"]

@@ -9,6 +9,7 @@ recorded here. Reads run in READ access mode: the server refuses a write attempt
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ from .errors import Conflict, InvalidDelta, InvalidSetting, SgamError, StoreUnav
 from .models import utcnow
 from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
-from .steps import Auto, InTx, Operation, Read, Records, Request, Statement, Steps, Write, adrive, drive, one
+from .steps import Auto, Blocking, InTx, Operation, Read, Records, Request, Statement, Steps, Write, adrive, drive, one
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -193,6 +194,8 @@ class Store(_Base):
         return drive(op, self._answer)
 
     def _answer(self, request: Request) -> Any:
+        if isinstance(request, Blocking):
+            return request.work()
         if isinstance(request, Auto):
             with translated(self.uri), self.driver.session(database=self.database) as session:
                 return _run(session, request.statement)
@@ -268,6 +271,8 @@ class AsyncStore(_Base):
         return await adrive(op, self._answer)
 
     async def _answer(self, request: Request) -> Any:
+        if isinstance(request, Blocking):
+            return await asyncio.to_thread(request.work)
         if isinstance(request, Auto):
             with translated(self.uri):
                 async with self.driver.session(database=self.database) as session:

@@ -27,7 +27,7 @@ from typing import Any
 from .errors import NotFound
 from .schema import Schema
 from .steps import Records, Statement
-from .writes import native
+from .codec import native
 
 _READABLE = "(%s.visible_to IS NULL OR $principal = '*' OR $principal IN %s.visible_to)"
 

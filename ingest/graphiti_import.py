@@ -62,7 +62,7 @@ from sgam.graph.models import (
     check_tenant,
 )
 from sgam.graph.schema import Schema
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 
 from .graphiti_bridge import slug_id, utc
 

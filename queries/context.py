@@ -33,12 +33,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from sgam.graph.errors import InvalidDelta, SgamError
+from sgam.graph.errors import InvalidDelta, SgamError, checked
 from sgam.graph.migrations import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.steps import Operation, Read, Statement
-from sgam.graph.writes import fact_from_properties
+from sgam.graph.codec import fact_from_properties
 
 from .embeddings import (
     INSTALL_HINT,
@@ -563,12 +563,9 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     relative to ``asked_at``) sets the valid-time window, and a phrase it cannot pin down is
     reported in ``notes``. Every fact line says how old the fact is at ``now``.
     """
-    try:
-        tenant = check_tenant(tenant)
-        reference = require_aware(asked_at, "asked_at") if asked_at is not None else now
-        instant = require_aware(valid_at, "valid_at") if valid_at is not None else reference
-    except ValueError as exc:
-        raise InvalidDelta(str(exc)) from None
+    tenant = checked(check_tenant, tenant)
+    reference = checked(require_aware, asked_at, "asked_at") if asked_at is not None else now
+    instant = checked(require_aware, valid_at, "valid_at") if valid_at is not None else reference
     types = None if memory_types is None else (schema or default_schema()).check_memory_types(memory_types)
     if not isinstance(question, str) or not question.strip():
         raise InvalidDelta("question must be a non-empty string")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import warnings
-import zlib
 from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,10 +18,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from sgam.graph.batches import DEFAULT_BATCH, DEFAULT_WORKERS, lane_op, lanes, merged
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished, import_op
 from sgam.graph.errors import (
     ForgottenSubject, InvalidDelta, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
-    validation_problems,
+    checked, validation_problems,
 )
 from sgam.graph.evolution import MigrationReport, StepReport, migrate_op
 from sgam.graph.deletion import (
@@ -34,13 +34,15 @@ from sgam.graph.migrations import bootstrap_op
 from sgam.graph.residue import residue_steps
 from sgam.graph.retention import PurgeReport, purge_op
 from sgam.graph.models import (
-    Cardinality, Episode, Fact, MemoryDelta, Op, check_id, check_principal, check_tenant, parse_instant, utcnow,
+    ALL_PRINCIPALS, Cardinality, Episode, Fact, MemoryDelta, Op, check_id, check_principal, check_tenant, parse_instant,
+    utcnow,
 )
 from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
 from sgam.graph.store import AsyncStore, Clock, Retries, Store
 from sgam.graph.subject_access import export_steps
 from sgam.graph.steps import Operation, Records, Statement
-from sgam.graph.writes import BatchResult, DeltaResult, fact_from_properties, native, write_op
+from sgam.graph.codec import fact_from_properties, native
+from sgam.graph.writes import BatchResult, DeltaResult, write_op
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
 from sgam.ingest.graphiti_import import GraphitiImportReport, GraphitiMapping, import_graphiti
@@ -49,8 +51,10 @@ from sgam.ingest.pipeline import (
     QuarantineReplay,
     default_extractors,
     list_quarantine,
-    replay_quarantine,
-    submit,
+    quarantine_entries,
+    quarantine_params,
+    replay_quarantine_op,
+    submit_op,
 )
 from sgam.ingest.quarantine import QuarantineEntry
 from sgam.queries.context import Context, context_steps
@@ -59,14 +63,8 @@ from sgam.queries.loader import get_query
 
 from .settings import Settings
 
-DEFAULT_BATCH = 2000
 # context_steps parameters that context() sets itself (the rest are its **options)
 CONTEXT_ARGUMENTS = {"tenant", "question", "subjects", "valid_at", "budget_tokens", "now", "schema", "principal"}
-# One lane by default. Lanes split a stream by subject, but relation targets and episodes are
-# shared between them: on the 2-core reference machine two lanes deadlocked now and then (each
-# retry waits a second or more) and wrote 1M-fact windows ~30% slower than one lane.
-DEFAULT_WORKERS = 1
-MAX_WORKERS = 64
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
 Instant = datetime | date | str
@@ -144,40 +142,6 @@ def _paths(records: list[dict[str, Any]]) -> list[TraversalPath]:
     ]
 
 
-Chunk = tuple[list[int], list[MemoryDelta]]
-
-
-def _lanes(deltas: Sequence[MemoryDelta], size: int, atomic: bool, workers: int) -> list[list[Chunk]]:
-    """Split a write into lanes of batches that may run side by side.
-
-    A subject's deltas all go to one lane, in their original order, so every slot sees its deltas
-    in order; lanes touch disjoint subjects. Each chunk keeps the deltas' original indices.
-    """
-    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-        raise InvalidDelta(f"batch_size must be a whole number of at least 1, not {size!r:.40}")
-    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
-        raise InvalidDelta(f"workers must be a whole number from 1 to {MAX_WORKERS}, not {workers!r:.40}")
-    if atomic:
-        return [[(list(range(len(deltas))), list(deltas))]]
-    lanes: list[list[tuple[int, MemoryDelta]]] = [[] for _ in range(max(1, workers))]
-    for index, delta in enumerate(deltas):
-        lane = zlib.crc32(f"{delta.tenant_id}\x1f{delta.subject}".encode()) % len(lanes)
-        lanes[lane].append((index, delta))
-    return [
-        [([i for i, _ in lane[k:k + size]], [d for _, d in lane[k:k + size]])
-         for k in range(0, len(lane), size)]
-        for lane in lanes if lane
-    ]
-
-
-def _merge(done: Iterable[tuple[list[int], BatchResult]]) -> BatchResult:
-    results = [
-        DeltaResult(indices[r.index], r.outcome, r.memory_ids, r.message, r.error)
-        for indices, batch in done for r in batch.results
-    ]
-    return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
-
-
 class _Queries:
     """Builds the named read queries' parameters and the operations; shared by the sync and async
     graphs, which only run them (``store.run``)."""
@@ -188,6 +152,12 @@ class _Queries:
 
     def _write_op(self, deltas: Sequence[MemoryDelta], atomic: bool) -> Operation[BatchResult]:
         return write_op(deltas, self.store.schema, self.store.clock, atomic, self.store.max_future)
+
+    def _lanes(self, deltas: Iterable[MemoryDelta], atomic: bool, batch_size: int,
+               workers: int) -> list[Operation[list[tuple[list[int], BatchResult]]]]:
+        """write_many's lanes (see ``graph.batches``), each one operation."""
+        return [lane_op(lane, self.store.schema, self.store.clock, atomic, self.store.max_future)
+                for lane in lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)]
 
     def _record_op(self, episodes: Sequence[Episode], status: str = "recorded") -> Operation[list[Recorded]]:
         return record_op(episodes, self.store.clock, status)
@@ -244,17 +214,11 @@ class _Queries:
 
     @staticmethod
     def _tenant(tenant: str) -> str:
-        try:
-            return check_tenant(tenant)
-        except ValueError as exc:
-            raise InvalidDelta(str(exc)) from None
+        return checked(check_tenant, tenant)
 
     @staticmethod
     def _principal(principal: str | None) -> str | None:
-        try:
-            return check_principal(principal, reading=True)
-        except ValueError as exc:
-            raise InvalidDelta(str(exc)) from None
+        return checked(check_principal, principal, reading=True)
 
     def _slot(self, tenant: str, subject: str, attribute: str | None,
               principal: str | None) -> dict[str, Any]:
@@ -392,10 +356,7 @@ class _Queries:
 
     @staticmethod
     def _id(value: Any, what: str) -> str:
-        try:
-            return check_id(value, what)
-        except ValueError as exc:
-            raise InvalidDelta(str(exc)) from None
+        return checked(check_id, value, what)
 
     @staticmethod
     def _audit(actor: str | None, reason: str | None) -> tuple[str, str | None]:
@@ -457,10 +418,7 @@ def instant_arg(value: Instant, name: str) -> datetime:
     """A time argument as an aware UTC datetime (:func:`~sgam.graph.models.parse_instant`: ISO
     strings as the CLI takes them, a date alone is midnight UTC), or :class:`InvalidDelta`
     naming ``name`` with an example. The API and the CLI both read their times through this."""
-    try:
-        return parse_instant(value, name)
-    except ValueError as exc:
-        raise InvalidDelta(str(exc)) from None
+    return checked(parse_instant, value, name)
 
 
 def names_arg(value: Any, name: str) -> list[str]:
@@ -733,7 +691,7 @@ class MemoryGraph(_Queries):
         """
         episode = model_arg(episode, Episode, fields)
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        return submit(self, episode, chosen, deltas=deltas, remember=remember, strict=strict)
+        return self.store.run(submit_op(self.store, episode, chosen, deltas=deltas, remember=remember, strict=strict))
 
     def quarantine(self, tenant: str, *, status: str | None = "open",
                    principal: str | None = None) -> list[QuarantineEntry]:
@@ -747,7 +705,9 @@ class MemoryGraph(_Queries):
     def replay_quarantine(self, tenant: str, extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
         """Re-validate open quarantine entries against the current schema; write those that pass."""
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        return replay_quarantine(self, self._tenant(tenant), chosen)
+        tenant = self._tenant(tenant)
+        entries = self.quarantine(tenant, status="open", principal=ALL_PRINCIPALS)
+        return self.store.run(replay_quarantine_op(self.store, tenant, entries, chosen))
 
     def import_graphiti(self, mapping: GraphitiMapping | str | Path, tenant: str, *,
                         group_ids: Sequence[str] | None = None, dry_run: bool = False) -> GraphitiImportReport:
@@ -771,15 +731,11 @@ class MemoryGraph(_Queries):
         machine; lanes that share relation targets or episodes can deadlock, and Neo4j's
         deadlock is retried by the driver after a pause).
         """
-        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
-
-        def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
-            return [(indices, self.store.run(self._write_op(chunk, atomic))) for indices, chunk in lane]
-
-        if len(lanes) <= 1:
-            return _merge(run(lanes[0]) if lanes else [])
-        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-            return _merge(done for lane in pool.map(run, lanes) for done in lane)
+        ops = self._lanes(deltas, atomic, batch_size, workers)
+        if len(ops) <= 1:
+            return merged(self.store.run(ops[0]) if ops else [])
+        with ThreadPoolExecutor(max_workers=len(ops)) as pool:
+            return merged(done for lane in pool.map(self.store.run, ops) for done in lane)
 
     def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                        on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
@@ -1040,8 +996,9 @@ class AsyncMemoryGraph(_Queries):
         """See :meth:`MemoryGraph.import_graphiti` (the importer runs in a thread)."""
         rules = self._graphiti_mapping(mapping)
         tenant = self._tenant(tenant)
-        return await self._in_thread(lambda graph: import_graphiti(graph, rules, tenant, group_ids=group_ids,
-                                                                   dry_run=dry_run))
+        loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(import_graphiti, _GraphitiGraph(self, loop), rules, tenant,
+                                       group_ids=group_ids, dry_run=dry_run)
 
     async def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                      extractors: Sequence[Extractor] | None = None, remember: bool = False,
@@ -1050,24 +1007,23 @@ class AsyncMemoryGraph(_Queries):
         model and block) in a thread and every Cypher statement on this graph's async driver."""
         episode = model_arg(episode, Episode, fields)
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        deltas = list(deltas)
-        return await self._in_thread(lambda graph: submit(graph, episode, chosen, deltas=deltas,
-                                                          remember=remember, strict=strict))
+        return await self.store.run(submit_op(self.store, episode, chosen, deltas=list(deltas),
+                                              remember=remember, strict=strict))
 
     async def quarantine(self, tenant: str, *, status: str | None = "open",
                          principal: str | None = None) -> list[QuarantineEntry]:
+        """See :meth:`MemoryGraph.quarantine`."""
         tenant = self._tenant(tenant)
-        return await self._in_thread(lambda graph: list_quarantine(graph, tenant, status=status,
-                                                                   principal=principal))
+        params = quarantine_params(tenant, status=status, principal=principal)
+        return quarantine_entries(await self.query("quarantine", **params), tenant)
 
     async def replay_quarantine(self, tenant: str,
                                 extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
-        tenant = self._tenant(tenant)
+        """See :meth:`MemoryGraph.replay_quarantine`."""
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        return await self._in_thread(lambda graph: replay_quarantine(graph, tenant, chosen))
-
-    async def _in_thread(self, work: Callable[[_Blocking], R]) -> R:
-        return await asyncio.to_thread(work, _Blocking(self, asyncio.get_running_loop()))
+        tenant = self._tenant(tenant)
+        entries = await self.quarantine(tenant, status="open", principal=ALL_PRINCIPALS)
+        return await self.store.run(replay_quarantine_op(self.store, tenant, entries, chosen))
 
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """See :meth:`MemoryGraph.write`."""
@@ -1075,12 +1031,8 @@ class AsyncMemoryGraph(_Queries):
 
     async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                          batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
-        async def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
-            return [(indices, await self.store.run(self._write_op(chunk, atomic))) for indices, chunk in lane]
-
-        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
-        done = await asyncio.gather(*(run(lane) for lane in lanes))
-        return _merge(item for lane in done for item in lane)
+        done = await asyncio.gather(*(self.store.run(op) for op in self._lanes(deltas, atomic, batch_size, workers)))
+        return merged(item for lane in done for item in lane)
 
     async def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                              on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
@@ -1209,9 +1161,10 @@ class AsyncMemoryGraph(_Queries):
         return subgraph(await self.query("subgraph", **params), params)
 
 
-class _Blocking:
-    """A blocking face of an :class:`AsyncMemoryGraph` for the (synchronous) ingest pipeline, used
-    from a worker thread: each store call runs on the graph's event loop and is waited for."""
+class _GraphitiGraph:
+    """What the (synchronous) Graphiti importer asks of a graph, for an :class:`AsyncMemoryGraph`
+    seen from a worker thread: each call runs on the graph's event loop and is waited for. The
+    importer reads a whole foreign graph and maps it in Python, so it runs off the loop."""
 
     def __init__(self, graph: AsyncMemoryGraph, loop: asyncio.AbstractEventLoop) -> None:
         self._graph = graph
@@ -1223,17 +1176,11 @@ class _Blocking:
     def _wait(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def transact(self, make_steps: Callable[[], Any]) -> Any:
-        return self._wait(self._graph.store.transact(make_steps))
-
     def read(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._wait(self._graph.store.read(query, params))
+        return self._wait(self._graph.store.read(query, params))  # type: ignore[no-any-return]
 
     def run(self, op: Operation[R]) -> R:
-        return self._wait(self._graph.store.run(op))
+        return self._wait(self._graph.store.run(op))  # type: ignore[no-any-return]
 
-    def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False) -> BatchResult:
-        return self._wait(self._graph.write_many(list(deltas), atomic=atomic))
-
-    def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        return self._wait(self._graph.query(name, **params))
+    def write_many(self, deltas: Iterable[MemoryDelta], *, workers: int = DEFAULT_WORKERS) -> BatchResult:
+        return self._wait(self._graph.write_many(list(deltas), workers=workers))  # type: ignore[no-any-return]

@@ -38,7 +38,7 @@ from sgam.graph.errors import (
 )
 from sgam.graph.forget import ForgetReport
 from sgam.graph.store import Retries
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 from sgam.queries.loader import get_query, load_queries
 
 from .api import MemoryGraph, instant_arg

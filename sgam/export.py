@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import networkx as nx
 
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 
 from .api import Instant, MemoryGraph, instant_arg, names_arg, optional_instant, renamed
 

@@ -26,7 +26,7 @@ from sgam.cli import app
 from sgam.export import node_link, to_networkx
 from sgam.graph.errors import InvalidDelta, SgamError
 from sgam.graph.schema import default_schema
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 from sgam.ingest.replay import replay
 from sgam.queries import loader
 from sgam.queries.docs import render_readme
