@@ -72,7 +72,7 @@ TOMBSTONES = Migration(
     ),
 )
 
-# The ingest path: episodes deduplicated by content (graph/episodes.py; a new property, so episodes
+# The ingest path: episodes deduplicated by content (graph/recording.py; a new property, so episodes
 # recorded before it cannot make the constraint fail), the queue the worker claims from, quarantine.
 INGEST = Migration(
     "0004-ingest-queue-quarantine",

@@ -48,7 +48,7 @@ from .models import shown
 from .schema import RenameRelationStep, RenameStep, RetypeStep, Schema, SplitStep, quote_identifier
 from .schema_diff import diff
 from .transforms import splitter, upcaster
-from .migrations import LATEST_SCHEMA, RECORD_SCHEMA, ddl_op
+from .ddl import LATEST_SCHEMA, RECORD_SCHEMA, ddl_op
 from .steps import InTx, Operation, Read, Records, Statement, Write
 from .codec import native
 

@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sgam.graph.episodes import record_op
+from sgam.graph.recording import record_op
 from sgam.graph.errors import SchemaViolation, validation_problems
 from sgam.graph.models import (
     MAX_EPISODE_BYTES,

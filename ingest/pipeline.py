@@ -47,9 +47,9 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from sgam.graph import episodes as recording
+from sgam.graph import recording
 from sgam.graph.batches import write_many_op
-from sgam.graph.episodes import Recorded
+from sgam.graph.recording import Recorded
 from sgam.graph.errors import ExtractionError, InvalidDelta, SgamError, StoreUnavailable, validation_problems
 from sgam.graph.models import Episode, EpisodeKind, MemoryDelta
 from sgam.graph.schema import Schema

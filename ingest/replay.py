@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from sgam.graph.episodes import record_op
+from sgam.graph.recording import record_op
 from sgam.graph.errors import Conflict, InvalidDelta, SgamError
 from sgam.graph.models import Episode, MemoryDelta
 from sgam.graph.reconcile import delta_key

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from sgam.graph.errors import InvalidDelta, SgamError, checked
-from sgam.graph.migrations import EMBEDDING_DIMENSIONS
+from sgam.graph.ddl import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
 from sgam.graph.schema import Schema, default_schema
 from sgam.graph.steps import Operation, Read, Statement

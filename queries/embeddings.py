@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from sgam.graph.errors import SgamError
-from sgam.graph.migrations import EMBEDDING_DIMENSIONS
+from sgam.graph.ddl import EMBEDDING_DIMENSIONS
 from sgam.graph.steps import Operation, Read, Statement, Write
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"

@@ -28,9 +28,9 @@ from sgam.graph.evolution import MigrationReport, StepReport, migrate_op
 from sgam.graph.deletion import (
     DeletionReport, delete_tenant_op, deletion_steps, episode_steps, missing_memory, slot_steps,
 )
-from sgam.graph.episodes import Recorded, record_op
+from sgam.graph.recording import Recorded, record_op
 from sgam.graph.forget import ForgetReport, forget_op
-from sgam.graph.migrations import bootstrap_op
+from sgam.graph.ddl import bootstrap_op
 from sgam.graph.residue import residue_steps
 from sgam.graph.retention import PurgeReport, purge_op
 from sgam.graph.models import (
@@ -70,7 +70,7 @@ R = TypeVar("R")
 Instant = datetime | date | str
 """A time argument: an aware datetime, an ISO 8601 string with a zone, or a date (midnight UTC)."""
 
-# memory_id is unique per relationship type (graph/migrations.py), so naming every fact type of the
+# memory_id is unique per relationship type (graph/ddl.py), so naming every fact type of the
 # schema turns "which subject holds this memory_id" into one unique-index seek per type.
 SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.tenant_id = $tenant "
               "RETURN s.id AS subject")
@@ -666,7 +666,7 @@ class MemoryGraph(_Queries):
         """Store a raw episode before anything is extracted from it; returns it under its stored id.
 
         Idempotent per id; an episode whose content hash the tenant already holds is not stored
-        again and comes back with the existing episode's id (``graph.episodes``). ``speaker`` may
+        again and comes back with the existing episode's id (``graph.recording``). ``speaker`` may
         stand for ``actor``; without an ``id``, one is derived from the content hash.
         """
         episode = model_arg(episode, Episode, fields)

@@ -237,7 +237,7 @@ def test_entries_stored_before_they_carried_readers_are_stamped_on_upgrade(
         graph: MemoryGraph, tenant: str, neo4j_connection) -> None:
     """An upgraded store: entries written without ``visible_to`` get their attribute's readers
     (and their episode is restricted) the first time a graph connects after the upgrade."""
-    from sgam.graph.migrations import QUARANTINE_READERS
+    from sgam.graph.ddl import QUARANTINE_READERS
 
     private = {"tenant_id": tenant, "subject": "c1", "attribute": "secret_note", "value": 17}
     shared = {"tenant_id": tenant, "subject": "c1", "attribute": "nickname", "value": 17}

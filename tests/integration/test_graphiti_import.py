@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from sgam import MemoryGraph, UnknownTenant
 from sgam.cli import app
-from sgam.graph.migrations import bootstrap_op
+from sgam.graph.ddl import bootstrap_op
 from sgam.graph.errors import SchemaViolation
 from sgam.ingest.graphiti_env import load_graphiti
 from sgam.ingest.graphiti_import import GraphitiMapping

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, SgamError
-from sgam.graph.migrations import bootstrap_op
+from sgam.graph.ddl import bootstrap_op
 from sgam.graph.schema import default_schema
 from sgam.queries import load_queries
 from sgam.oracle import Slot, Statement
