@@ -45,7 +45,7 @@ from .errors import Conflict, InvalidDelta, SchemaViolation
 from .models import MemoryDelta
 from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
-from .steps import Auto, InTx, Operation, Read, Records, Statement, Write, reads
+from .steps import Auto, InTx, Operation, Read, Records, Statement, Write
 from .writes import BatchResult, DeltaResult, entities_of, Prepared, mentions_of, prepare, \
     write_steps
 
@@ -276,11 +276,11 @@ class Fingerprint:
 
 
 def check_steps(deltas: Sequence[MemoryDelta], schema: Schema,
-                slice_size: int = DEFAULT_CHUNK) -> Generator[Statement, Records, CheckedStream]:
+                slice_size: int = DEFAULT_CHUNK) -> Operation[CheckedStream]:
     """Validate ``deltas`` slice by slice; raises on the first bad delta.
 
-    A statement generator (like ``writes.write_steps``): it yields one read per tenant and slice,
-    the slice's episode ids that are not recorded. Nothing of a delta is kept but its subject's
+    An operation of reads (``graph.steps``), each in its own transaction: one per tenant and
+    slice, the slice's episode ids that are not recorded. Nothing of a delta is kept but its subject's
     number (and its key, in the running :class:`Fingerprint`), so a lazy ``Sequence`` is never
     held in full.
     """
@@ -297,7 +297,7 @@ def check_steps(deltas: Sequence[MemoryDelta], schema: Schema,
             stream.add(item.key)
             episodes.setdefault(item.delta.tenant_id, set()).add(item.delta.source_episode_id)
         for tenant in sorted(episodes):
-            records = yield Statement(MISSING_EPISODES, {"tenant": tenant, "ids": sorted(episodes[tenant])})
+            records = yield Read(Statement(MISSING_EPISODES, {"tenant": tenant, "ids": sorted(episodes[tenant])}))
             error = missing_error(tenant, [r["id"] for r in records])
             if error is not None:
                 raise error
@@ -307,7 +307,7 @@ def check_steps(deltas: Sequence[MemoryDelta], schema: Schema,
 
 
 def plan_steps(deltas: Sequence[MemoryDelta], schema: Schema,
-               chunk_size: int = DEFAULT_CHUNK) -> Generator[Statement, Records, ImportPlan]:
+               chunk_size: int = DEFAULT_CHUNK) -> Operation[ImportPlan]:
     """:func:`check_steps`, then pack the stream into chunks of about ``chunk_size`` deltas."""
     checked = yield from check_steps(deltas, schema, chunk_size)
     return checked.pack(chunk_size)
@@ -632,7 +632,7 @@ def import_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[],
     ``on_progress(done, total)`` is called after each chunk with counts of deltas.
     """
     check_on_unfinished(on_unfinished)
-    checked = yield from reads(check_steps(deltas, schema, chunk_size))
+    checked = yield from check_steps(deltas, schema, chunk_size)
     if not checked.total:
         return ImportResult(Outcomes(0))
     decision = decide(checked.fingerprint, checked.tenants, (yield from _state(checked)), on_unfinished)

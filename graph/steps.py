@@ -128,21 +128,12 @@ def one(item: Y) -> Generator[Y, Any, Any]:
     return (yield item)
 
 
-def reads(steps: Steps[T]) -> Operation[T]:
-    """Each statement of ``steps`` as its own :class:`Read` (a check that needs no snapshot)."""
-    try:
-        statement = next(steps)
-        while True:
-            statement = steps.send((yield Read(statement)))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-
-
 def scripted(gen: Generator[Any, Any, T], answer: Callable[[Statement], Records]
              ) -> tuple[T, list[Statement]]:
     """Run an operation or a statement generator on ``answer(statement)`` instead of a server (for
     tests): each statement, bare or in any request, is answered by ``answer``, an :class:`InTx`
-    runs its steps on it and :class:`Blocking` work just runs. Returns the result and every statement, in order."""
+    runs its steps on it and :class:`Blocking` work just runs. Returns the result and every
+    statement, in order."""
     seen: list[Statement] = []
 
     def run(statement: Statement) -> Records:
@@ -160,4 +151,4 @@ def scripted(gen: Generator[Any, Any, T], answer: Callable[[Statement], Records]
 
 
 __all__ = ["Auto", "Blocking", "InTx", "Operation", "Read", "Records", "Request", "Statement", "Steps", "Write", "adrive",
-           "drive", "one", "reads", "scripted"]
+           "drive", "one", "scripted"]
