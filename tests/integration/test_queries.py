@@ -56,7 +56,7 @@ def demo(graph: MemoryGraph, tenant: str) -> None:
     """The demo episodes (sgam/resources/demo*.jsonl) replayed into ``tenant``."""
     for resource in ("demo.jsonl", "demo-correction.jsonl"):
         text = (files("sgam") / "resources" / resource).read_text(encoding="utf-8")
-        summary = replay(graph, text.replace('"tenant_id": "demo"', f'"tenant_id": "{tenant}"').splitlines())
+        summary = replay(graph.store, text.replace('"tenant_id": "demo"', f'"tenant_id": "{tenant}"').splitlines())
         assert not summary.errors
 
 
