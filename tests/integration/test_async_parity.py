@@ -45,6 +45,11 @@ def _plain(report: Any, tenant: str) -> Any:
     return data
 
 
+def _bars(figure: Any) -> int:
+    """How many fact bars a timeline figure draws (each a Rectangle with its memory_id as gid)."""
+    return sum(1 for axes in figure.axes for patch in axes.patches if patch.get_gid())
+
+
 def _sync_run(graph: MemoryGraph, tenant: str) -> dict[str, Any]:
     episodes, deltas = _seed(tenant)
     graph.record_episode(**episodes[0])
@@ -56,6 +61,7 @@ def _sync_run(graph: MemoryGraph, tenant: str) -> dict[str, Any]:
         "written": [r.outcome for r in written.results],
         "schema": graph.apply_schema(graph.schema, dry_run=True).status,
         "networkx": sorted(graph.to_networkx(tenant, hops=1).nodes),
+        "timeline": _bars(graph.timeline(tenant, "ada", "address")),
         "purge": _plain(graph.purge(tenant, now=later), tenant),
         "forget_dry": _plain(graph.forget_subject(tenant, "mira", dry_run=True), tenant),
         "forget": _plain(graph.forget_subject(tenant, "mira", actor="test"), tenant),
@@ -79,6 +85,7 @@ async def _async_run(graph: AsyncMemoryGraph, tenant: str) -> dict[str, Any]:
         "written": [r.outcome for r in written.results],
         "schema": (await graph.apply_schema(graph.schema, dry_run=True)).status,
         "networkx": sorted((await graph.to_networkx(tenant, hops=1)).nodes),
+        "timeline": _bars(await graph.timeline(tenant, "ada", "address")),
         "purge": _plain(await graph.purge(tenant, now=later), tenant),
         "forget_dry": _plain(await graph.forget_subject(tenant, "mira", dry_run=True), tenant),
         "forget": _plain(await graph.forget_subject(tenant, "mira", actor="test"), tenant),
@@ -94,6 +101,7 @@ async def _async_run(graph: AsyncMemoryGraph, tenant: str) -> dict[str, Any]:
 def test_the_async_graph_gives_the_sync_graph_s_reports(graph: MemoryGraph, tenant: str, neo4j_connection,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("networkx")
+    pytest.importorskip("matplotlib")
     uri, auth = neo4j_connection
     expected = _sync_run(graph, tenant)
 
@@ -107,7 +115,7 @@ def test_the_async_graph_gives_the_sync_graph_s_reports(graph: MemoryGraph, tena
             return await _async_run(agraph, tenant + "-a")
 
     got = asyncio.run(scenario())
-    assert expected["recorded"] == {"call": "existing", "crm": "created"}
+    assert expected["recorded"] == {"call": "existing", "crm": "created"} and expected["timeline"] == 1
     assert expected["written"] == ["created", "created", "created"]
     assert expected["purge"]["facts"] == {"session": 1, "operational": 0}
     assert expected["forget"]["facts"] > 0 and expected["residue"] == []
