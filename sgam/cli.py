@@ -874,5 +874,11 @@ from .deletion_cli import register as _register_deletion  # noqa: E402
 _register_deletion(app, friendly, console, err, _jsonable)
 
 
+# The memory service (issue 15): serve, mcp, keys and tools live in sgam/service/cli.py.
+from sgam.service.cli import register as _register_service  # noqa: E402
+
+_register_service(app, friendly)
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

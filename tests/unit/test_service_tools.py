@@ -99,3 +99,12 @@ def test_private_attributes_name_their_readers() -> None:
 def test_an_unknown_dialect_is_refused() -> None:
     with pytest.raises(ValueError, match="openai, anthropic, mcp"):
         tool_definitions(load_schema("default"), "gemini")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("host", "local"), [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                             ("127.0.0.2", True), ("0.0.0.0", False), ("::", False),
+                                             ("192.168.1.5", False), ("example.org", False)])
+def test_serve_tells_loopback_hosts(host: str, local: bool) -> None:
+    from sgam.service.cli import loopback
+
+    assert loopback(host) is local

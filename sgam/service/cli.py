@@ -1,0 +1,171 @@
+"""``sgam serve``, ``sgam mcp``, ``sgam keys create|list|revoke`` and ``sgam tools``.
+
+Registered on the main command line by :func:`register`, which gets the CLI's error wrapper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sgam.graph.errors import InvalidSetting
+from sgam.graph.schema import load_schema
+
+from .tools import DIALECTS, tool_definitions
+
+keys_app = typer.Typer(no_args_is_help=True, help="API keys of the service: create, list, revoke.")
+
+SchemaOpt = typer.Option("default", "--schema", help="A shipped schema name or a YAML/JSON file")
+
+
+class ServiceSettings(BaseSettings):
+    """The service's own settings (the connection comes from :class:`sgam.settings.Settings`)."""
+
+    model_config = SettingsConfigDict(env_prefix="SGAM_", extra="ignore")
+
+    # The key of a stdio session (`sgam mcp`): desktop clients pass it in the server's env.
+    api_key: SecretStr | None = None
+    service_max_body_bytes: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
+
+
+def _connect(schema: str = "default") -> Any:
+    from sgam.api import MemoryGraph
+
+    return MemoryGraph.connect(schema=load_schema(schema))
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is only reachable from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def register(app: typer.Typer, friendly: Callable[[Any], Any]) -> None:
+    """Add the service's commands to ``app``."""
+    app.add_typer(keys_app, name="keys")
+
+    @app.command("tools")
+    @friendly
+    def tools(fmt: str = typer.Option("mcp", "--format", help="openai | anthropic | mcp"),
+              schema: str = SchemaOpt) -> None:
+        """Print the service's tool definitions, generated from the schema, as JSON."""
+        if fmt not in DIALECTS:
+            raise typer.BadParameter(f"--format must be one of {', '.join(DIALECTS)}")
+        typer.echo(json.dumps(tool_definitions(load_schema(schema), fmt), indent=2))  # type: ignore[arg-type]
+
+    @keys_app.command("create")
+    @friendly
+    def keys_create(tenant: str = typer.Option(..., "--tenant", "-t", help="The tenant the key may use"),
+                    principal: str = typer.Option(..., "--principal", "-p",
+                                                  help="Who reads and writes with it, e.g. agent:support"),
+                    scope: str = typer.Option("read", "--scope", help="read | write | admin"),
+                    note: str = typer.Option(None, "--note", help="What the key is for (kept with it)")) -> None:
+        """Issue an API key; it is printed once and stored only as a hash."""
+        from .keys import create_key
+
+        graph = _connect()
+        try:
+            new = create_key(graph.store, tenant, principal, scope, note=note)
+        finally:
+            graph.close()
+        typer.echo(new.key)
+        typer.echo(f"key {new.identity.key_id}: tenant {tenant}, principal {principal}, scope "
+                   f"{new.identity.scope.value} (shown once; store it now)", err=True)
+
+    @keys_app.command("list")
+    @friendly
+    def keys_list(tenant: str = typer.Option(None, "--tenant", "-t", help="Only this tenant's keys"),
+                  as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+        """List keys (never the keys themselves): id, tenant, principal, scope, revoked."""
+        from pydantic_core import to_jsonable_python
+
+        from .keys import list_keys
+
+        graph = _connect()
+        try:
+            rows = [{k: (v.iso_format() if hasattr(v, "iso_format") else v) for k, v in r.items()}
+                    for r in list_keys(graph.store, tenant)]
+        finally:
+            graph.close()
+        if as_json:
+            typer.echo(json.dumps(to_jsonable_python(rows), indent=2))
+            return
+        for r in rows:
+            state = f"revoked {r['revoked_at']}" if r["revoked_at"] else "active"
+            typer.echo(f"{r['id']}  {r['tenant']}  {r['principal']}  {r['scope']}  {state}"
+                       + (f"  {r['note']}" if r["note"] else ""))
+
+    @keys_app.command("revoke")
+    @friendly
+    def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (sgam keys list)")) -> None:
+        """Revoke a key: requests with it get 401 from then on."""
+        from .keys import revoke_key
+
+        graph = _connect()
+        try:
+            revoke_key(graph.store, key_id)
+        finally:
+            graph.close()
+        typer.echo(f"key {key_id} revoked")
+
+    @app.command("serve")
+    @friendly
+    def serve(host: str = typer.Option("127.0.0.1", "--host", help="Address to bind"),
+              port: int = typer.Option(8080, "--port", help="Port to bind"),
+              schema: str = SchemaOpt) -> None:
+        """Run the HTTP API (/v1) and the MCP server (/mcp) with uvicorn."""
+        import uvicorn
+
+        from sgam.settings import Settings
+
+        from .http import create_app
+        from .keys import any_active
+        from .operations import Service
+
+        if not loopback(host):
+            graph = _connect(schema)
+            try:
+                if not any_active(graph.store):
+                    raise InvalidSetting(f"refusing to serve on {host}, reachable from other machines, "
+                                         "while no API key exists: create one with `sgam keys create` "
+                                         "(or bind 127.0.0.1)")
+            finally:
+                graph.close()
+        settings, limits = Settings(), ServiceSettings()
+
+        async def open_service() -> Service:
+            return await Service.open(settings, load_schema(schema))
+
+        app_ = create_app(open_service, max_body_bytes=limits.service_max_body_bytes)
+        uvicorn.run(app_, host=host, port=port, log_level="info", access_log=False)
+
+    @app.command("mcp")
+    @friendly
+    def mcp_stdio(schema: str = SchemaOpt) -> None:
+        """Serve MCP over stdio (what desktop clients launch); the key comes from SGAM_API_KEY."""
+        from sgam.settings import Settings
+
+        from .mcp_server import run_stdio
+        from .operations import Service
+
+        key = ServiceSettings().api_key
+
+        async def main() -> None:
+            service = await Service.open(Settings(), load_schema(schema))
+            try:
+                await run_stdio(service, key.get_secret_value() if key else None)
+            finally:
+                await service.close()
+
+        asyncio.run(main())
