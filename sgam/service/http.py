@@ -147,6 +147,8 @@ def create_app(opener: Callable[[], Awaitable[Service]] | None = None, *,
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        if "json" not in request.headers.get("content-type", ""):
+            problems += " (send the arguments as a JSON object with Content-Type: application/json)"
         return error_response(422, "InvalidDelta", f"invalid request: {problems}")
 
     for operation in OPERATIONS:
