@@ -150,6 +150,21 @@ def register(app: typer.Typer, friendly: Callable[[Any], Any]) -> None:
         app_ = create_app(open_service, max_body_bytes=limits.service_max_body_bytes)
         uvicorn.run(app_, host=host, port=port, log_level="info", access_log=False)
 
+    bench_group = next((g.typer_instance for g in app.registered_groups if g.name == "bench"), None)
+    if bench_group is not None:
+        @bench_group.command("service")
+        @friendly
+        def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded into a throwaway tenant"),
+                          clients: int = typer.Option(16, min=1, help="Concurrent clients"),
+                          requests: int = typer.Option(2000, min=1, help="Requests per operation and path"),
+                          as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+            """The service's requests/s and p50/p99 of current and context over HTTP, next to in-process."""
+            from . import bench
+
+            result = bench.run(subjects=subjects, clients=clients, requests=requests,
+                               log=lambda line: typer.echo(line, err=True))
+            typer.echo(json.dumps(result, indent=2) if as_json else bench.markdown(result))
+
     @app.command("mcp")
     @friendly
     def mcp_stdio(schema: str = SchemaOpt) -> None:
