@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sgam.graph.errors import InvalidSetting
@@ -33,6 +33,17 @@ class ServiceSettings(BaseSettings):
     # The key of a stdio session (`sgam mcp`): desktop clients pass it in the server's env.
     api_key: SecretStr | None = None
     service_max_body_bytes: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
+    # How long `sgam serve` trusts a key it found valid before it asks the store again (0: ask on
+    # every request); a revoked key keeps working for at most this long.
+    service_key_cache_seconds: float = Field(default=5.0, ge=0, le=3600)
+
+
+def service_settings() -> ServiceSettings:
+    """The service's settings; a bad variable is one line naming it (as :class:`Settings` does)."""
+    try:
+        return ServiceSettings()
+    except ValidationError as exc:
+        raise InvalidSetting("; ".join(f"SGAM_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors())) from None
 
 
 def _connect(schema: str = "default") -> Any:
@@ -142,10 +153,11 @@ def register(app: typer.Typer, friendly: Callable[[Any], Any]) -> None:
                                          "(or bind 127.0.0.1)")
             finally:
                 graph.close()
-        settings, limits = Settings(), ServiceSettings()
+        settings, limits = Settings(), service_settings()
 
         async def open_service() -> Service:
-            return await Service.open(settings, load_schema(schema))
+            return await Service.open(settings, load_schema(schema),
+                                      key_cache_seconds=limits.service_key_cache_seconds)
 
         app_ = create_app(open_service, max_body_bytes=limits.service_max_body_bytes)
         uvicorn.run(app_, host=host, port=port, log_level="info", access_log=False)
@@ -174,7 +186,7 @@ def register(app: typer.Typer, friendly: Callable[[Any], Any]) -> None:
         from .mcp_server import run_stdio
         from .operations import Service
 
-        key = ServiceSettings().api_key
+        key = service_settings().api_key
 
         async def main() -> None:
             service = await Service.open(Settings(), load_schema(schema))

@@ -79,7 +79,8 @@ class NewKey:
     identity: Identity
 
 
-def _hash(key: str) -> str:
+def key_hash(key: str) -> str:
+    """What the store keeps of a key."""
     return hashlib.sha256(key.encode("ascii")).hexdigest()
 
 
@@ -102,7 +103,7 @@ def create_key(store: Store, tenant: str, principal: str, scope: str, *, note: s
     level = _scope(scope)
     key_id = secrets.token_hex(6)
     key = f"sgam_{key_id}_{secrets.token_urlsafe(32)}"
-    store.run_write(CREATE, {"id": key_id, "hash": _hash(key), "tenant": tenant, "principal": principal,
+    store.run_write(CREATE, {"id": key_id, "hash": key_hash(key), "tenant": tenant, "principal": principal,
                              "scope": level.value, "now": now or utcnow(), "note": note})
     return NewKey(key, Identity(key_id, tenant, principal, level))
 
@@ -132,7 +133,7 @@ async def resolve(store: AsyncStore, key: str | None) -> Identity:
         raise Unauthenticated("no API key: send 'Authorization: Bearer <key>' (sgam keys create issues one)")
     if not _KEY_RE.match(key):
         raise Unauthenticated("the API key is malformed: keys look like sgam_<12 hex>_<43 characters>")
-    rows = await store.read(RESOLVE, {"hash": _hash(key)})
+    rows = await store.read(RESOLVE, {"hash": key_hash(key)})
     if not rows:
         raise Unauthenticated("the API key is not known")
     row = rows[0]

@@ -27,27 +27,33 @@ from sgam.ingest.pipeline import StructuredDeltas, validate
 from sgam.settings import Settings
 
 from . import requests as rq
-from .keys import Identity, resolve
+from .keys import Identity, key_hash, resolve
 from .tools import describe_schema
 
 log = logging.getLogger("sgam.service")
 
+MAX_CACHED_KEYS = 10_000
 Handler = Callable[["Service", Identity, Any], Awaitable[Any]]
 
 
 class Service:
     """One connected graph serving many keys; the tenant of every call comes from its key."""
 
-    def __init__(self, graph: AsyncMemoryGraph, settings: Settings | None = None) -> None:
+    def __init__(self, graph: AsyncMemoryGraph, settings: Settings | None = None, *,
+                 key_cache_seconds: float = 0.0) -> None:
         self.graph = graph
         self.settings = settings or Settings()
+        self.key_cache_seconds = key_cache_seconds
+        self._keys: dict[str, tuple[float, Identity]] = {}
         self._sync: MemoryGraph | None = None
 
     @classmethod
-    async def open(cls, settings: Settings | None = None, schema: Schema | None = None) -> Service:
+    async def open(cls, settings: Settings | None = None, schema: Schema | None = None, *,
+                   key_cache_seconds: float = 0.0) -> Service:
         """Connect (``NEO4J_*`` or the local server) under ``schema`` (default: the shipped one)."""
         settings = settings or Settings()
-        return cls(await AsyncMemoryGraph.connect(settings=settings, schema=schema), settings)
+        return cls(await AsyncMemoryGraph.connect(settings=settings, schema=schema), settings,
+                   key_cache_seconds=key_cache_seconds)
 
     async def close(self) -> None:
         if self._sync is not None:
@@ -55,7 +61,19 @@ class Service:
         await self.graph.close()
 
     async def identify(self, key: str | None) -> Identity:
-        return await resolve(self.graph.store, key)
+        """The key's identity. A key found valid is remembered for ``key_cache_seconds`` (by its
+        hash), saving a round trip per request; a revocation then takes effect within that time."""
+        if not self.key_cache_seconds or not key:
+            return await resolve(self.graph.store, key)
+        now, digest = time.monotonic(), key_hash(key)
+        cached = self._keys.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        identity = await resolve(self.graph.store, key)
+        if len(self._keys) >= MAX_CACHED_KEYS:
+            self._keys = {d: c for d, c in self._keys.items() if c[0] > now}
+        self._keys[digest] = (now + self.key_cache_seconds, identity)
+        return identity
 
     async def call(self, identity: Identity, name: str, arguments: Any) -> Any:
         """Run operation ``name`` for ``identity``; JSON-ready data, or an :class:`SgamError`."""

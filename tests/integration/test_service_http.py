@@ -4,6 +4,7 @@ answered with a 4xx JSON error and nothing written."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -232,3 +233,18 @@ def test_another_tenants_ids_are_not_found(server: Server, keys: Keys, seeded: l
         facts = ok(theirs.post("/v1/current", json={"subject": "mira"}))["facts"]
         assert {f["tenant_id"] for f in facts} == {keys.tenant_b}
         assert values(facts, "passport_deadline") == []
+
+
+def test_a_revoked_key_stops_working_within_the_key_cache_time(server: Server, keys: Keys,
+                                                                 shared_graph: MemoryGraph) -> None:
+    from sgam.service.keys import create_key, revoke_key
+
+    new = create_key(shared_graph.store, keys.tenant_a, "agent:temp", "read")
+    with server.client(new.key) as client:
+        ok(client.post("/v1/schema", json={}))
+        revoke_key(shared_graph.store, new.identity.key_id)
+        revoked_at = time.monotonic()
+        while client.post("/v1/schema", json={}).status_code == 200:
+            assert time.monotonic() - revoked_at < 6.5, "SGAM_SERVICE_KEY_CACHE_SECONDS is 5 by default"
+            time.sleep(0.2)
+        refused(client.post("/v1/schema", json={}), 401, "Unauthenticated")
