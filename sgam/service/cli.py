@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -160,6 +161,9 @@ def register(app: typer.Typer, friendly: Callable[[Any], Any]) -> None:
                                       key_cache_seconds=limits.service_key_cache_seconds)
 
         app_ = create_app(open_service, max_body_bytes=limits.service_max_body_bytes)
+        # One line per call from sgam.service (operation, key id, time); no access log, whose
+        # lines would add nothing but the client's address.
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s %(message)s")
         uvicorn.run(app_, host=host, port=port, log_level="info", access_log=False)
 
     bench_group = next((g.typer_instance for g in app.registered_groups if g.name == "bench"), None)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -49,6 +50,11 @@ def server_env(connection: tuple[str, tuple[str, str]], **extra: str) -> dict[st
 class Server:
     url: str
     process: subprocess.Popen[bytes]
+    log: Any
+
+    def log_text(self) -> str:
+        self.log.seek(0)
+        return str(self.log.read().decode("utf-8", "replace"))
 
     def client(self, key: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -101,7 +107,7 @@ def start(connection: tuple[str, tuple[str, str]], *args: str, **env: str) -> It
             if time.monotonic() > deadline:
                 raise AssertionError("sgam serve did not answer within 90 s")
             time.sleep(0.3)
-        yield Server(url, process)
+        yield Server(url, process, log)
     finally:
         process.terminate()
         try:

@@ -248,3 +248,13 @@ def test_a_revoked_key_stops_working_within_the_key_cache_time(server: Server, k
             assert time.monotonic() - revoked_at < 6.5, "SGAM_SERVICE_KEY_CACHE_SECONDS is 5 by default"
             time.sleep(0.2)
         refused(client.post("/v1/schema", json={}), 401, "Unauthenticated")
+
+
+def test_the_log_names_operations_and_keys_never_values(server: Server, keys: Keys,
+                                                       seeded: list[dict[str, Any]]) -> None:
+    with server.client(keys.reader) as client:
+        ok(client.post("/v1/context", json={"question": "When is Mira's passport deadline?", "subjects": ["mira"]}))
+    log = server.log_text()
+    assert "remember key=" in log and "context key=" in log
+    for secret in ("2026-06-30", "2026-07-15", "passport", "mira", "concise", keys.writer, keys.reader):
+        assert secret not in log
