@@ -79,8 +79,8 @@ async def _load(call: Callable[[str, dict[str, Any]], Awaitable[None]], operatio
             "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000}
 
 
-async def _measure(url: str, key: str, tenant: str, names: list[str], clients: int,
-                   requests: int) -> dict[str, dict[str, dict[str, float]]]:
+async def _measure(url: str, key: str, tenant: str, names: list[str], clients: int, requests: int,
+                   operations: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
     results: dict[str, dict[str, dict[str, float]]] = {}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, limits=limits,
@@ -89,7 +89,7 @@ async def _measure(url: str, key: str, tenant: str, names: list[str], clients: i
             response = await http.post(f"/v1/{operation}", json=arguments)
             response.raise_for_status()
 
-        for operation in OPERATIONS:
+        for operation in operations:
             await _load(over_http, operation, names, clients, max(clients, requests // 10))   # warm-up
             results.setdefault(operation, {})["http"] = await _load(over_http, operation, names, clients, requests)
     graph = await AsyncMemoryGraph.connect(bootstrap=False)
@@ -101,7 +101,7 @@ async def _measure(url: str, key: str, tenant: str, names: list[str], clients: i
                 await graph.context(tenant, arguments["question"], subjects=arguments["subjects"],
                                     principal="agent:bench")
 
-        for operation in OPERATIONS:
+        for operation in operations:
             await _load(in_process, operation, names, clients, max(clients, requests // 10))
             results[operation]["in_process"] = await _load(in_process, operation, names, clients, requests)
     finally:
@@ -110,7 +110,7 @@ async def _measure(url: str, key: str, tenant: str, names: list[str], clients: i
 
 
 def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
+        operations: tuple[str, ...] = OPERATIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Seed, serve, measure both ways, clean up; the measurements."""
     tenant = f"bench-service-{uuid.uuid4().hex[:8]}"
     graph = MemoryGraph.connect()
@@ -125,7 +125,7 @@ def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000,
             url = f"http://127.0.0.1:{port}"
             _wait(url, server)
             log(f"measuring {requests} requests per operation with {clients} concurrent clients")
-            results = asyncio.run(_measure(url, new.key, tenant, names, clients, requests))
+            results = asyncio.run(_measure(url, new.key, tenant, names, clients, requests, operations))
         finally:
             server.terminate()
             server.wait(timeout=30)

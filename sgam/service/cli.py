@@ -173,12 +173,17 @@ def register(app: typer.Typer, friendly: Callable[[Any], Any]) -> None:
         def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded into a throwaway tenant"),
                           clients: int = typer.Option(16, min=1, help="Concurrent clients"),
                           requests: int = typer.Option(2000, min=1, help="Requests per operation and path"),
+                          operation: list[str] = typer.Option(["current", "context"], "--operation",
+                                                              help="current and/or context (repeatable)"),
                           as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
             """The service's requests/s and p50/p99 of current and context over HTTP, next to in-process."""
             from . import bench
 
+            unknown = set(operation) - set(bench.OPERATIONS)
+            if unknown:
+                raise typer.BadParameter(f"--operation must be one of {', '.join(bench.OPERATIONS)}")
             result = bench.run(subjects=subjects, clients=clients, requests=requests,
-                               log=lambda line: typer.echo(line, err=True))
+                               operations=tuple(dict.fromkeys(operation)), log=lambda line: typer.echo(line, err=True))
             typer.echo(json.dumps(result, indent=2) if as_json else bench.markdown(result))
 
     @app.command("mcp")
