@@ -15,6 +15,7 @@ from fastapi import Body, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -150,6 +151,12 @@ def create_app(opener: Callable[[], Awaitable[Service]] | None = None, *,
         if "json" not in request.headers.get("content-type", ""):
             problems += " (send the arguments as a JSON object with Content-Type: application/json)"
         return error_response(422, "InvalidDelta", f"invalid request: {problems}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # An unknown path or a wrong method answers in the same shape as every other error.
+        hint = " (every operation is POST /v1/<operation>; see /v1/openapi.json)" if exc.status_code in (404, 405) else ""
+        return error_response(exc.status_code, "HTTPError", f"{exc.detail}{hint}")
 
     for operation in OPERATIONS:
         _add_route(app, operation, current)

@@ -258,3 +258,22 @@ def test_the_log_names_operations_and_keys_never_values(server: Server, keys: Ke
     assert "remember key=" in log and "context key=" in log
     for secret in ("2026-06-30", "2026-07-15", "passport", "mira", "concise", keys.writer, keys.reader):
         assert secret not in log
+
+
+def test_an_episode_without_facts_is_queued_for_the_worker(server: Server, keys: Keys,
+                                                          shared_graph: MemoryGraph) -> None:
+    nodes, rels, _ = stored(shared_graph, keys.tenant_a)
+    with server.client(keys.writer) as client:
+        queued = ok(client.post("/v1/remember", json={"content": "Mira mentioned she moved to Porto.",
+                                                      "occurred_at": "2026-06-20T09:00:00Z"}))
+    assert queued["queued"] is True and queued["written"] == 0
+    [row] = shared_graph.store.read("MATCH (e:Episode {tenant_id: $t, id: $id}) RETURN e.status AS status, "
+                                    "e.actor AS actor", {"t": keys.tenant_a, "id": queued["episode_id"]})
+    assert row == {"status": "pending", "actor": "user:mira"}   # what sgam worker claims
+    assert stored(shared_graph, keys.tenant_a)[:2] == (nodes + 1, rels)
+
+
+def test_unknown_paths_and_methods_answer_json(server: Server, keys: Keys) -> None:
+    with server.client(keys.reader) as client:
+        assert "POST /v1/<operation>" in refused(client.get("/v1/current"), 405)
+        assert "openapi" in refused(client.post("/v1/nothing", json={}), 404)
