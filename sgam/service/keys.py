@@ -80,8 +80,9 @@ class NewKey:
 
 
 def key_hash(key: str) -> str:
-    """What the store keeps of a key."""
-    return hashlib.sha256(key.encode("ascii")).hexdigest()
+    """What the store keeps of a key (any text hashes: a key sent with other characters is
+    refused afterwards, not here)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _scope(value: Any) -> Scope:

@@ -260,6 +260,16 @@ def test_the_log_names_operations_and_keys_never_values(server: Server, keys: Ke
         assert secret not in log
 
 
+def test_a_key_with_characters_no_key_has_is_unauthenticated(server: Server) -> None:
+    for header in (b"Bearer sgam_\xe9\xe9", b"Bearer " + b"x" * 5000, b"Basic dXNlcjpwYXNz"):
+        response = httpx.post(f"{server.url}/v1/current", json={"subject": "mira"},
+                              headers={"Authorization": header})
+        refused(response, 401, "Unauthenticated")
+        response = httpx.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                              headers={"Authorization": header, "Accept": "application/json, text/event-stream"})
+        refused(response, 401, "Unauthenticated")
+
+
 def test_an_episode_without_facts_is_queued_for_the_worker(server: Server, keys: Keys,
                                                           shared_graph: MemoryGraph) -> None:
     nodes, rels, _ = stored(shared_graph, keys.tenant_a)
