@@ -137,6 +137,16 @@ DELETION_RECORDS = Migration(
     ),
 )
 
+# API keys of the service (sgam/service/keys.py): a request's key is found by its hash, a key
+# named on the command line by its id.
+API_KEYS = Migration(
+    "0012-api-keys",
+    (
+        "CREATE CONSTRAINT sgam_api_key_id IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.id IS UNIQUE",
+        "CREATE CONSTRAINT sgam_api_key_hash IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.hash IS UNIQUE",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -201,7 +211,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS]
+            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:
