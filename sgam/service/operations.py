@@ -8,7 +8,6 @@ writes are stated by it (the episode's actor, the confirming actor).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from sgam.api import AsyncMemoryGraph, MemoryGraph
+from sgam.api import AsyncMemoryGraph
 from sgam.graph.errors import InvalidDelta, NotFound, validation_problems
 from sgam.graph.models import Fact
 from sgam.graph.schema import Schema
@@ -45,7 +44,6 @@ class Service:
         self.settings = settings or Settings()
         self.key_cache_seconds = key_cache_seconds
         self._keys: dict[str, tuple[float, Identity]] = {}
-        self._sync: MemoryGraph | None = None
 
     @classmethod
     async def open(cls, settings: Settings | None = None, schema: Schema | None = None, *,
@@ -56,8 +54,6 @@ class Service:
                    key_cache_seconds=key_cache_seconds)
 
     async def close(self) -> None:
-        if self._sync is not None:
-            await asyncio.to_thread(self._sync.close)
         await self.graph.close()
 
     async def identify(self, key: str | None) -> Identity:
@@ -91,16 +87,6 @@ class Service:
         finally:
             # Which operation, whose key, how long: never a value, a subject or a question.
             log.info("%s key=%s %.1f ms", operation.name, identity.key_id, (time.perf_counter() - started) * 1000)
-
-    async def _forget(self, identity: Identity, subject: str, dry_run: bool, reason: str | None) -> Any:
-        # AsyncMemoryGraph has no forget_subject yet: the sync graph runs it in a thread. This
-        # adapter goes away when AsyncMemoryGraph reaches parity (issue 14).
-        if self._sync is None:
-            self._sync = await asyncio.to_thread(MemoryGraph.connect, settings=self.settings,
-                                                 schema=self.graph.schema, bootstrap=False)
-        sync = self._sync
-        return await asyncio.to_thread(lambda: sync.forget_subject(
-            identity.tenant, subject, dry_run=dry_run, actor=identity.principal, reason=reason))
 
 
 def parse(model: type[BaseModel], arguments: Any) -> Any:
@@ -198,7 +184,8 @@ async def _retract(service: Service, who: Identity, r: rq.RetractIn) -> dict[str
 
 
 async def _forget(service: Service, who: Identity, r: rq.ForgetIn) -> Any:
-    return await service._forget(who, r.subject, r.dry_run, r.reason)
+    return await service.graph.forget_subject(who.tenant, r.subject, dry_run=r.dry_run, actor=who.principal,
+                                              reason=r.reason)
 
 
 async def _candidates(service: Service, who: Identity, r: rq.CandidatesIn) -> dict[str, Any]:
