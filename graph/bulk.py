@@ -163,11 +163,11 @@ class ImportPlan:
 
     tenants: tuple[str, ...]
     total: int
-    order: array
+    order: array[int]
     bounds: tuple[int, ...]
     fingerprint: str = ""
 
-    def chunks(self, first: int = 0) -> Iterator[array]:
+    def chunks(self, first: int = 0) -> Iterator[array[int]]:
         """The chunks from chunk ``first`` on."""
         for start, stop in zip(self.bounds[first:], self.bounds[first + 1:]):
             yield self.order[start:stop]
@@ -247,8 +247,8 @@ class CheckedStream:
     tenants: tuple[str, ...]
     total: int
     fingerprint: str
-    subjects: array
-    subject_order: array
+    subjects: array[int]
+    subject_order: array[int]
     entity_count: int
 
     def pack(self, chunk_size: int) -> ImportPlan:
@@ -313,8 +313,8 @@ def plan_steps(deltas: Sequence[MemoryDelta], schema: Schema,
     return checked.pack(chunk_size)
 
 
-def _pack(subjects: array, subject_order: array, entity_count: int,
-          chunk_size: int) -> tuple[array, tuple[int, ...]]:
+def _pack(subjects: array[int], subject_order: array[int], entity_count: int,
+          chunk_size: int) -> tuple[array[int], tuple[int, ...]]:
     """Positions grouped by subject (a counting sort: stable, so each subject's keep their order)."""
     counts = array("q", bytes(8 * entity_count))
     for number in subjects:

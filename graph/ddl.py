@@ -269,7 +269,8 @@ def _backfill_ledgers(schema: Schema, clock: Callable[[], datetime], batch: int 
         return False
     after: str | None = ""
     while after is not None:
-        _, after = yield InTx(lambda start=after: backfill_steps(schema, start, batch, clock()))
+        start = after  # the transaction runs (and reruns) before `after` changes
+        _, after = yield InTx(lambda: backfill_steps(schema, start, batch, clock()))
     yield Auto(Statement(RECORD, {"id": LEDGER_BACKFILL, "statements": []}))
     return True
 
@@ -295,7 +296,7 @@ def _backfill_quarantine_readers(schema: Schema, batch: int = BACKFILL_BATCH) ->
             if readers is not None:
                 stamped.append({**r, "id": r["episode_id"], "readers": list(readers)})
         if stamped:
-            yield InTx(lambda chosen=stamped: _stamp_steps(chosen))
+            yield InTx(lambda: _stamp_steps(stamped))  # run before `stamped` is rebound
     yield Auto(Statement(RECORD, {"id": QUARANTINE_READERS, "statements": []}))
     return True
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import neo4j
 from neo4j import exceptions as neo4j_errors
 
 from . import telemetry
-from .errors import Conflict, InvalidDelta, InvalidSetting, SgamError, StoreUnavailable
+from .errors import Conflict, InvalidDelta, InvalidSetting, ProvisioningError, SgamError, StoreUnavailable
 from .models import utcnow
 from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
@@ -85,6 +86,11 @@ def translated(uri: str) -> Iterator[None]:
             "retry later"
         ) from exc
     except neo4j_errors.Neo4jError as exc:
+        if re.search(r"Unknown (function|procedure) '?apoc\.", exc.message or ""):
+            raise ProvisioningError(
+                f"the server at {uri} has no APOC core, which this query needs: restart the local "
+                "server (`sgam neo4j down`, then `sgam neo4j up` installs it), or install APOC core "
+                "(Docker: NEO4J_PLUGINS='[\"apoc\"]') and allow apoc.create.*") from exc
         raise SgamError(f"Neo4j error {exc.code}: {exc.message}") from exc
     except neo4j_errors.DriverError as exc:
         raise StoreUnavailable(f"Neo4j driver error talking to {uri}: {exc}") from exc
@@ -307,11 +313,11 @@ class AsyncStore(_Base):
 
     async def inspect(self, make_steps: Callable[[], Steps[T]], *, traced: dict[str, Any] | None = None) -> T:
         """See :meth:`Store.inspect`."""
-        return await self.run(one(InTx(make_steps, read=True, traced=traced)))  # type: ignore[no-any-return]
+        return await self.run(one(InTx(make_steps, read=True, traced=traced)))
 
     async def transact(self, make_steps: Callable[[], Steps[T]]) -> T:
         """See :meth:`Store.transact`."""
-        return await self.run(one(InTx(make_steps)))  # type: ignore[no-any-return]
+        return await self.run(one(InTx(make_steps)))
 
     async def run_write(self, query: str, params: dict[str, Any]) -> Records:
         """See :meth:`Store.run_write`."""

@@ -419,9 +419,9 @@ def _check(prepared: list[Prepared], results: list[DeltaResult], known: dict[tup
         error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten)
         if error is None:
             kept.append(p)
-            for entity_id, wanted in zip(entities_of(p), (p.subject_type, p.target_type)):
+            for entity_id, entity_type in zip(entities_of(p), (p.subject_type, p.target_type)):
                 if (p.delta.tenant_id, entity_id) not in stored_types:
-                    stored_types[(p.delta.tenant_id, entity_id)] = wanted
+                    stored_types[(p.delta.tenant_id, entity_id)] = entity_type
                     claimed[(p.delta.tenant_id, entity_id)] = p.index
         else:
             failed.append((p, error))
@@ -453,7 +453,8 @@ RETURN collect(k.key) AS keys
 """
 
 
-def _check_forgotten(p: Prepared, occurred: dict, forgotten: dict) -> SgamError | None:
+def _check_forgotten(p: Prepared, occurred: dict[tuple[str, str], datetime],
+                     forgotten: dict[tuple[str, str], datetime]) -> SgamError | None:
     """A forgotten subject comes back only through an episode that occurred after it was forgotten."""
     d = p.delta
     episode_time = occurred[(d.tenant_id, d.source_episode_id)]
@@ -475,7 +476,8 @@ def entities_of(p: Prepared) -> list[str]:
     return ids
 
 
-def _check_one(p: Prepared, present: dict, stored_types: dict, claimed: dict) -> SgamError | None:
+def _check_one(p: Prepared, present: dict[tuple[str, str], datetime], stored_types: dict[tuple[str, str], str],
+               claimed: dict[tuple[str, str], int]) -> SgamError | None:
     """The stored-state checks of one delta; ``stored_types`` also holds the types of new entities
     that an earlier delta of the batch (``claimed``: its index) gave them."""
     d = p.delta
@@ -706,7 +708,7 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
         row = final[props["memory_id"]]
         stored, instants = storable(vars(row))  # the fields, as model_dump() gives them
         # The relationship type comes from the schema (checked there like every identifier).
-        entry = {"tenant_id": row.tenant_id, "eid": locked.subject_ids[(row.tenant_id, row.subject)],
+        entry: dict[str, Any] = {"tenant_id": row.tenant_id, "eid": locked.subject_ids[(row.tenant_id, row.subject)],
                  "rel_type": schema.rel_type(row.attribute), "props": stored, "at": instants}
         if row.kind == "relation":
             entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)

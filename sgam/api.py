@@ -525,6 +525,8 @@ class MemoryGraph(_Queries):
     >>> graph.current("demo", "mira", "passport_deadline")  # doctest: +SKIP
     """
 
+    store: Store
+
     def __init__(self, store: Store) -> None:
         self.store = store
         self.schema = store.schema
@@ -906,6 +908,8 @@ class MemoryGraph(_Queries):
 
 class AsyncMemoryGraph(_Queries):
     """The async twin of :class:`MemoryGraph`, for agents on asyncio."""
+
+    store: AsyncStore
 
     def __init__(self, store: AsyncStore) -> None:
         self.store = store

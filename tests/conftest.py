@@ -131,6 +131,12 @@ def has_apoc(neo4j_connection: tuple[str, tuple[str, str]]) -> bool:
     return bool(found)
 
 
+def plugins_for(request: pytest.FixtureRequest, cypher: str) -> None:
+    """Skip (outside CI) a test of a query that calls APOC on a server without it."""
+    if "apoc." in cypher:
+        request.getfixturevalue("apoc")
+
+
 @pytest.fixture
 def apoc(has_apoc: bool) -> None:
     """Skip a test that needs APOC core on a server without it (see ``has_apoc``)."""

@@ -30,6 +30,7 @@ from sgam.graph.codec import native
 from sgam.ingest.replay import replay
 from sgam.queries import loader
 from sgam.queries.docs import render_readme
+from tests.conftest import plugins_for
 
 runner = CliRunner()
 
@@ -316,8 +317,10 @@ def _placeholder(param: loader.QueryParam) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(loader.load_queries()))
-def test_a_tenant_with_no_data_is_named_not_answered(graph: MemoryGraph, tenant: str, name: str) -> None:
+def test_a_tenant_with_no_data_is_named_not_answered(graph: MemoryGraph, tenant: str, name: str,
+                                                     request: pytest.FixtureRequest) -> None:
     query = loader.load_queries()[name]
+    plugins_for(request, query.text)
     params = {p.name: _placeholder(p) for p in query.params}
     params["tenant"] = tenant
     params.update({k: v for k, v in (("attribute", "home_city"), ("relations", ["holds"])) if k in params})
@@ -491,10 +494,11 @@ def test_export_command_writes_graphml_and_json(env, graph: MemoryGraph, tenant:
 
 
 @pytest.mark.parametrize("name", sorted(loader.load_queries()))
-def test_example_param_line_runs_the_query(graph: MemoryGraph, name: str) -> None:
+def test_example_param_line_runs_the_query(graph: MemoryGraph, name: str, request: pytest.FixtureRequest) -> None:
     """What Browser does with `:param name => expression`: it evaluates `RETURN expression AS
     name` on the server, so a datetime stays a datetime and an integer an integer."""
     query = loader.load_queries()[name]
+    plugins_for(request, query.text)
     params = {}
     for key, expression in query.example_params():
         [row] = graph.store.read(f"RETURN {expression} AS `{key}`", {})
@@ -648,12 +652,14 @@ MIGRATION_ONLY_KEYS = ("dual_read_until", "aliases")
 
 
 @pytest.mark.parametrize("name", sorted(loader.load_queries()))
-def test_no_unknown_key_warning_on_a_store_that_never_migrated(neo4j_connection, name: str) -> None:
+def test_no_unknown_key_warning_on_a_store_that_never_migrated(neo4j_connection, name: str,
+                                                               request: pytest.FixtureRequest) -> None:
     """The server warns (and Browser shows it on every run) when a query reads a property key the
     store has never held. The shared test server has migrated, so the migration-only keys are
     renamed to keys no store holds, which is what a fresh store sees; the query must stay quiet."""
     uri, auth = neo4j_connection
     text = loader.load_queries()[name].text
+    plugins_for(request, text)
     for key in MIGRATION_ONLY_KEYS:
         text = re.sub(rf"\b{key}\b", f"{key}_never_written_4f1c", text)
     driver = neo4j.GraphDatabase.driver(uri, auth=auth, notifications_min_severity="WARNING")

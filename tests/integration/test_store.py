@@ -11,11 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, SgamError
+from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, ProvisioningError, SgamError
 from sgam.graph.ddl import bootstrap_op
 from sgam.graph.schema import default_schema
 from sgam.queries import load_queries
 from sgam.bench.oracle import Slot, Statement
+from tests.conftest import plugins_for
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 VALUES = [date(2026, 7, 15), date(2026, 6, 30), date(2026, 8, 1)]
@@ -164,9 +165,17 @@ def test_doctor_finds_broken_rows(graph: MemoryGraph, tenant: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(load_queries()))
-def test_every_named_query_passes_explain(graph: MemoryGraph, name: str) -> None:
+def test_every_named_query_passes_explain(graph: MemoryGraph, name: str, request: pytest.FixtureRequest) -> None:
+    plugins_for(request, load_queries()[name].text)
     plan = graph.store.explain(load_queries()[name].text)
     assert plan is not None and plan["operatorType"].startswith("ProduceResults")
+
+
+def test_a_missing_apoc_function_says_how_to_install_it(graph: MemoryGraph) -> None:
+    """The local server loads only apoc.create.*, so apoc.text.join is unknown on every test server
+    (with or without APOC), as apoc.create.vRelationship is on a server without APOC."""
+    with pytest.raises(ProvisioningError, match=r"no APOC core.*sgam neo4j up"):
+        graph.store.read("RETURN apoc.text.join(['a', 'b'], ',') AS joined", {})
 
 
 def test_reads_run_in_read_access_mode(graph: MemoryGraph) -> None:
