@@ -45,6 +45,11 @@ RETURN s.id AS id, f.value AS document, f.recorded_at AS updated_at
 """
 
 
+def current_items_query(schema: Schema) -> str:
+    """:data:`CURRENT_ITEMS` for the relationship type ``schema`` gives the items' attribute."""
+    return CURRENT_ITEMS % quote_identifier(schema.rel_type(ATTRIBUTE))
+
+
 def store_schema() -> Schema:
     """The schema a graph serving :class:`SgamStore` is connected with."""
     text = (files(__package__) / "langgraph-store.yaml").read_text(encoding="utf-8")
@@ -67,7 +72,7 @@ class SgamStore(BaseStore):
         self.graph = graph
         self.tenant = tenant
         self.actor = actor
-        self._current = CURRENT_ITEMS % quote_identifier(graph.schema.rel_type(ATTRIBUTE))
+        self._current = current_items_query(graph.schema)
 
     # -- BaseStore ----------------------------------------------------------------------------
 

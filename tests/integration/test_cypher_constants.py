@@ -19,6 +19,7 @@ from sgam import MemoryGraph
 from sgam.graph import evolution
 from sgam.graph.schema import default_schema
 from sgam.graph.writes import lock_and_read_query
+from sgam.integrations import langgraph
 from tests.cypher_constants import Constant, discover, statements, templates
 
 CONSTANTS = discover()
@@ -59,6 +60,7 @@ BUILT: dict[str, Callable[[MemoryGraph], list[str]]] = {
         evolution.values_statement(RETYPE, RETYPE.sources[0]).query,
     ],
     "sgam.api": lambda graph: [graph._subject_of({"tenant": "t", "memory_id": "m1"})[0]],
+    "sgam.integrations.langgraph": lambda graph: [langgraph.current_items_query(langgraph.store_schema())],
 }
 
 
