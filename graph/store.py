@@ -4,7 +4,12 @@ Both are executors of the operations of ``steps`` (``run(op)``): every operation
 or many, is a generator in its own module (``writes.write_op``, ``evolution.migrate_op``,
 ``retention.purge_op``...), so the two stores share all logic and differ only in how they wait.
 Driver exceptions are translated here, at the only I/O seam, into SGAM errors, and read spans are
-recorded here. Reads run in READ access mode: the server refuses a write attempted through them.
+recorded here. Reads run in READ access mode: the server refuses a write attempted through them,
+and a routing driver (``neo4j://``) sends them to a secondary of a cluster; writes and auto-commit
+statements (DDL, ``CALL {} IN TRANSACTIONS``) go to the leader, and the driver re-runs a write
+transaction after a leader change. Every session of a store shares its bookmark manager, so each
+transaction sees every earlier one of the same store (causal consistency on a cluster), and
+:meth:`Store.catch_up` adds the bookmarks of another process's writes.
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import reprlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import neo4j
 from neo4j import exceptions as neo4j_errors
@@ -38,6 +44,10 @@ T = TypeVar("T")
 # about twice this. It is also the time allowed to open a connection.
 DEFAULT_RETRY_SECONDS = 15.0
 BOLT_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+# The read that waits until the server holds every write named by a session's bookmarks.
+CAUGHT_UP = "RETURN 1 AS caught_up"
+INVALID_BOOKMARK = "Neo.ClientError.Transaction.InvalidBookmark"
+BOOKMARK_TIMEOUT = "Neo.TransientError.Transaction.BookmarkTimeout"
 
 
 def check_bolt_uri(uri: object, setting: str = "uri") -> str:
@@ -51,6 +61,20 @@ def check_bolt_uri(uri: object, setting: str = "uri") -> str:
     raise InvalidSetting(
         f"{setting} {uri!r} is not a Bolt address{hint}: use bolt://{host}:7687 (or your server's Bolt "
         f"port); the scheme must be one of {', '.join(BOLT_SCHEMES)}")
+
+
+def checked_bookmarks(bookmarks: object) -> list[str]:
+    """``bookmarks`` as a list of strings, or :class:`InvalidDelta` saying what they must be (a
+    single string would otherwise be read as one bookmark per character)."""
+    if isinstance(bookmarks, (str, bytes)) or not isinstance(bookmarks, Iterable):
+        raise InvalidDelta(f"bookmarks must be a list of the strings bookmarks() returned, not a "
+                           f"{type(bookmarks).__name__}")
+    given = list(bookmarks)
+    bad = [b for b in given if not isinstance(b, str) or not b.strip()]
+    if bad:
+        raise InvalidDelta(f"bookmarks must be non-empty strings as bookmarks() returned them; got "
+                           f"{reprlib.repr(bad)}")
+    return given
 
 
 def _driver_options(retry_seconds: float) -> dict[str, Any]:
@@ -80,12 +104,20 @@ def translated(uri: str) -> Iterator[None]:
     except neo4j_errors.CypherTypeError as exc:
         raise InvalidDelta(f"Neo4j rejected a value: {exc.message}") from exc
     except neo4j_errors.TransientError as exc:
+        if exc.code == BOOKMARK_TIMEOUT:
+            raise StoreUnavailable(
+                f"Neo4j at {uri} has not caught up with the bookmarks given ({exc.message}): retry "
+                "later; bookmarks name transactions of the database they came from") from exc
         # Deadlocks, lock time-outs, a leader switch: still failing after the driver's own retries.
         raise StoreUnavailable(
             f"Neo4j could not complete the transaction (transient error {exc.code}: {exc.message}); "
             "retry later"
         ) from exc
     except neo4j_errors.Neo4jError as exc:
+        if exc.code == INVALID_BOOKMARK:
+            raise InvalidDelta(
+                f"Neo4j at {uri} cannot read the bookmarks given ({exc.message}): pass the strings "
+                "bookmarks() returned, unchanged") from exc
         if re.search(r"Unknown (function|procedure) '?apoc\.", exc.message or ""):
             raise ProvisioningError(
                 f"the server at {uri} has no APOC core, which this query needs: restart the local "
@@ -149,6 +181,9 @@ class _Attempts:
 
 
 class _Base:
+    # neo4j.GraphDatabase or neo4j.AsyncGraphDatabase: the bookmark manager must match the driver.
+    _api: ClassVar[Any]
+
     def __init__(self, driver: Any, uri: str, schema: Schema, database: str = "neo4j",
                  clock: Clock = utcnow) -> None:
         self.driver = driver
@@ -162,11 +197,22 @@ class _Base:
         self._retries = Retries()
         # write_many's lanes and callers' threads share one store.
         self._retries_lock = threading.Lock()
+        # The bookmarks of this store's latest transactions, passed to every session it opens.
+        self.bookmark_manager = self._api.bookmark_manager()
 
     @property
     def retries(self) -> Retries:
         """The write transactions retried after transient errors since this store connected."""
         return self._retries
+
+    def _session(self, read: bool = False, bookmarks: list[str] | None = None) -> Any:
+        """A session on the store's database and bookmark manager; READ access mode if ``read``
+        (routed to a secondary on a cluster), else WRITE (the leader). ``bookmarks``: writes of
+        others to wait for, on top of the manager's."""
+        return self.driver.session(
+            database=self.database, bookmark_manager=self.bookmark_manager,
+            default_access_mode=neo4j.READ_ACCESS if read else neo4j.WRITE_ACCESS,
+            bookmarks=neo4j.Bookmarks.from_raw_values(bookmarks) if bookmarks else None)
 
     def _count(self, attempt: _Attempts) -> None:
         if attempt.calls > 1:
@@ -177,6 +223,8 @@ class _Base:
 
 class Store(_Base):
     """Synchronous access to one Neo4j database: runs operations (``steps.Operation``) on it."""
+
+    _api = neo4j.GraphDatabase
 
     @classmethod
     def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
@@ -203,7 +251,7 @@ class Store(_Base):
         if isinstance(request, Blocking):
             return request.work()
         if isinstance(request, Auto):
-            with translated(self.uri), self.driver.session(database=self.database) as session:
+            with translated(self.uri), self._session() as session:
                 return _run(session, request.statement)
         if not isinstance(request, InTx):
             request = _as_transaction(request)
@@ -219,12 +267,10 @@ class Store(_Base):
         transient error, which is counted in :attr:`retries` for a write."""
         attempt = _Attempts(lambda tx: drive(make_steps(), partial(_run, tx)))
         if read:
-            with translated(self.uri), self.driver.session(
-                database=self.database, default_access_mode=neo4j.READ_ACCESS
-            ) as session:
+            with translated(self.uri), self._session(read=True) as session:
                 return session.execute_read(attempt)  # type: ignore[no-any-return]
         try:
-            with translated(self.uri), self.driver.session(database=self.database) as session:
+            with translated(self.uri), self._session() as session:
                 return session.execute_write(attempt)  # type: ignore[no-any-return]
         finally:
             self._count(attempt)
@@ -248,12 +294,28 @@ class Store(_Base):
 
     def explain(self, query: str) -> Any:
         """The server's plan for ``query`` (``EXPLAIN``), without running it."""
-        with translated(self.uri), self.driver.session(database=self.database) as session:
+        with translated(self.uri), self._session() as session:
             return session.run("EXPLAIN " + query).consume().plan
+
+    def bookmarks(self) -> list[str]:
+        """The bookmarks of this store's latest transactions: another process that passes them to
+        :meth:`catch_up` sees every write this store made before."""
+        return sorted(self.bookmark_manager.get_bookmarks())
+
+    def catch_up(self, bookmarks: Iterable[str]) -> None:
+        """Wait until the server holds the writes ``bookmarks`` name (another store's
+        :meth:`bookmarks`); this store's later transactions see them. Bookmarks Neo4j cannot read
+        are refused here (:class:`InvalidDelta`), before any of them is kept."""
+        given = checked_bookmarks(bookmarks)
+        if given:
+            with translated(self.uri), self._session(read=True, bookmarks=given) as session:
+                session.execute_read(lambda tx: _run(tx, Statement(CAUGHT_UP)))
 
 
 class AsyncStore(_Base):
     """The async twin of :class:`Store`, on the driver's async API."""
+
+    _api = neo4j.AsyncGraphDatabase
 
     @classmethod
     async def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
@@ -281,7 +343,7 @@ class AsyncStore(_Base):
             return await asyncio.to_thread(request.work)
         if isinstance(request, Auto):
             with translated(self.uri):
-                async with self.driver.session(database=self.database) as session:
+                async with self._session() as session:
                     return await _arun(session, request.statement)
         if not isinstance(request, InTx):
             request = _as_transaction(request)
@@ -296,13 +358,11 @@ class AsyncStore(_Base):
         attempt = _Attempts(lambda tx: adrive(make_steps(), partial(_arun, tx)))
         if read:
             with translated(self.uri):
-                async with self.driver.session(
-                    database=self.database, default_access_mode=neo4j.READ_ACCESS
-                ) as session:
+                async with self._session(read=True) as session:
                     return await session.execute_read(attempt)  # type: ignore[no-any-return]
         try:
             with translated(self.uri):
-                async with self.driver.session(database=self.database) as session:
+                async with self._session() as session:
                     return await session.execute_write(attempt)  # type: ignore[no-any-return]
         finally:
             self._count(attempt)
@@ -326,5 +386,17 @@ class AsyncStore(_Base):
     async def explain(self, query: str) -> Any:
         """See :meth:`Store.explain`."""
         with translated(self.uri):
-            async with self.driver.session(database=self.database) as session:
+            async with self._session() as session:
                 return (await (await session.run("EXPLAIN " + query)).consume()).plan
+
+    async def bookmarks(self) -> list[str]:
+        """See :meth:`Store.bookmarks`."""
+        return sorted(await self.bookmark_manager.get_bookmarks())
+
+    async def catch_up(self, bookmarks: Iterable[str]) -> None:
+        """See :meth:`Store.catch_up`."""
+        given = checked_bookmarks(bookmarks)
+        if given:
+            with translated(self.uri):
+                async with self._session(read=True, bookmarks=given) as session:
+                    await session.execute_read(lambda tx: _arun(tx, Statement(CAUGHT_UP)))

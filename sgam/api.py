@@ -536,19 +536,22 @@ class MemoryGraph(_Queries):
     def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
                 database: str | None = None, schema: Schema | None = None,
                 settings: Settings | None = None, clock: Clock = utcnow,
-                bootstrap: bool = True) -> MemoryGraph:
-        """Connect (default: ``NEO4J_URI`` or the local server) and apply pending migrations."""
+                bootstrap: bool = True, bookmarks: Iterable[str] = ()) -> MemoryGraph:
+        """Connect (default: ``NEO4J_URI`` or the local server) and apply pending migrations.
+        ``bookmarks``: another process's :meth:`bookmarks`, whose writes every read and write of
+        this graph then sees (see :meth:`catch_up`)."""
         settings = settings or Settings()
         uri, auth = _connection(uri, auth, settings)
         store = Store.connect(uri, auth, schema or default_schema(),
                               database or settings.neo4j_database, clock, settings.neo4j_retry_seconds)
         store.max_future = timedelta(days=settings.max_future_days)
-        if bootstrap:
-            try:
+        try:
+            store.catch_up(bookmarks)
+            if bootstrap:
                 store.run(bootstrap_op(store.schema, store.clock))
-            except BaseException:
-                store.close()
-                raise
+        except BaseException:
+            store.close()
+            raise
         return cls(store)
 
     def close(self) -> None:
@@ -562,6 +565,19 @@ class MemoryGraph(_Queries):
         a retry that then succeeds is not an error, only time lost; a count that keeps growing
         says writers contend (fewer ``workers``, or batches that share fewer subjects)."""
         return self.store.retries
+
+    def bookmarks(self) -> list[str]:
+        """The bookmarks of this graph's latest reads and writes, as strings. Hand them to another
+        process or service request (``MemoryGraph.connect(bookmarks=...)`` or :meth:`catch_up`) and
+        its reads see every write this graph made before, even on a cluster secondary that has
+        not caught up yet. Within one graph this is automatic."""
+        return self.store.bookmarks()
+
+    def catch_up(self, bookmarks: Iterable[str]) -> None:
+        """Make this graph's later reads and writes see the writes named by ``bookmarks`` (another
+        graph's :meth:`bookmarks`): waits until the server holds them. Strings that are not Neo4j
+        bookmarks are refused (:class:`InvalidDelta`) and nothing is kept of them."""
+        self.store.catch_up(bookmarks)
 
     def __enter__(self) -> MemoryGraph:
         return self
@@ -920,19 +936,20 @@ class AsyncMemoryGraph(_Queries):
     async def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
                       database: str | None = None, schema: Schema | None = None,
                       settings: Settings | None = None, clock: Clock = utcnow,
-                      bootstrap: bool = True) -> AsyncMemoryGraph:
+                      bootstrap: bool = True, bookmarks: Iterable[str] = ()) -> AsyncMemoryGraph:
         """See :meth:`MemoryGraph.connect`."""
         settings = settings or Settings()
         uri, auth = _connection(uri, auth, settings)
         store = await AsyncStore.connect(uri, auth, schema or default_schema(),
                                          database or settings.neo4j_database, clock, settings.neo4j_retry_seconds)
         store.max_future = timedelta(days=settings.max_future_days)
-        if bootstrap:
-            try:
+        try:
+            await store.catch_up(bookmarks)
+            if bootstrap:
                 await store.run(bootstrap_op(store.schema, store.clock))
-            except BaseException:
-                await store.close()
-                raise
+        except BaseException:
+            await store.close()
+            raise
         return cls(store)
 
     async def close(self) -> None:
@@ -942,6 +959,14 @@ class AsyncMemoryGraph(_Queries):
     def retries(self) -> Retries:
         """See :attr:`MemoryGraph.retries`."""
         return self.store.retries
+
+    async def bookmarks(self) -> list[str]:
+        """See :meth:`MemoryGraph.bookmarks`."""
+        return await self.store.bookmarks()
+
+    async def catch_up(self, bookmarks: Iterable[str]) -> None:
+        """See :meth:`MemoryGraph.catch_up`."""
+        await self.store.catch_up(bookmarks)
 
     async def __aenter__(self) -> AsyncMemoryGraph:
         return self

@@ -4,6 +4,10 @@ at ``/v1/openapi.json``) and the MCP server over streamable HTTP at ``/mcp``.
 Every request names its key as ``Authorization: Bearer <key>``. The key is checked, then its
 scope, then the body, and only then does anything run: a refused request writes nothing. Errors
 are JSON, ``{"error": {"type": ..., "message": ...}}``, with the status of their kind.
+
+Causal consistency across requests (and services): every answer carries the graph's bookmarks in
+``X-SGAM-Bookmarks`` (comma-separated); a request that sends them back in the same header sees
+every write made before they were given, even on a cluster secondary that has not caught up.
 """
 
 import inspect
@@ -11,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Body, Depends, FastAPI, Request
+from fastapi import Body, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -28,6 +32,7 @@ from .mcp_server import IDENTITY_KEY, build_server
 from .operations import Service
 from .requests import OPERATIONS, Operation
 
+BOOKMARKS_HEADER = "X-SGAM-Bookmarks"
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 """The largest request body (an episode is at most 100 kB of text; JSON escaping can double it)."""
 
@@ -171,9 +176,13 @@ def _add_route(app: FastAPI, operation: Operation, service: Any) -> None:
         identity.require(operation.scope, operation.name)
         return identity
 
-    async def endpoint(identity: Identity, body: Any) -> JSONResponse:
+    async def endpoint(identity: Identity, body: Any, bookmarks: str | None) -> JSONResponse:
+        graph = service().graph
+        if bookmarks is not None:
+            await graph.catch_up([b.strip() for b in bookmarks.split(",")])
+        result = await service().run(identity, operation, body)
         # Already JSON-ready: a JSONResponse skips FastAPI's second, slower encoding pass.
-        return JSONResponse(await service().run(identity, operation, body))
+        return JSONResponse(result, headers={BOOKMARKS_HEADER: ",".join(await graph.bookmarks())})
 
     # FastAPI reads the body's model from the signature: give each operation its own.
     endpoint.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
@@ -181,6 +190,10 @@ def _add_route(app: FastAPI, operation: Operation, service: Any) -> None:
                           default=Depends(identify)),
         inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, annotation=operation.model,
                           default=Body(default_factory=operation.model) if not _required(operation) else Body()),
+        inspect.Parameter("bookmarks", inspect.Parameter.KEYWORD_ONLY, annotation=str | None,
+                          default=Header(None, alias=BOOKMARKS_HEADER,
+                                         description="bookmarks from an earlier answer: this request "
+                                                     "sees every write made before them")),
     ])
     app.add_api_route(f"/v1/{operation.path}", endpoint, methods=["POST"], name=operation.name,
                       summary=operation.description.split(". ")[0], description=operation.description,

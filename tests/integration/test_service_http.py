@@ -287,3 +287,23 @@ def test_unknown_paths_and_methods_answer_json(server: Server, keys: Keys) -> No
     with server.client(keys.reader) as client:
         assert "POST /v1/<operation>" in refused(client.get("/v1/current"), 405)
         assert "openapi" in refused(client.post("/v1/nothing", json={}), 404)
+
+
+def test_answers_carry_bookmarks_that_a_later_request_can_send_back(server: Server, keys: Keys,
+                                                                     seeded: list[dict[str, Any]]) -> None:
+    with server.client(keys.writer) as client:
+        written = client.post("/v1/remember", json={
+            "content": "Mira now prefers detailed answers.", "occurred_at": "2026-06-20T10:00:00Z",
+            "deltas": [{"subject": "mira", "attribute": "response_style", "value": "detailed"}]})
+        ok(written)
+    bookmarks = written.headers["X-SGAM-Bookmarks"]
+    assert bookmarks and all(b.strip() for b in bookmarks.split(","))
+    with server.client(keys.reader) as client:
+        read = client.post("/v1/current", json={"subject": "mira", "attribute": "response_style"},
+                           headers={"X-SGAM-Bookmarks": bookmarks})
+        assert values(ok(read)["facts"], "response_style") == ["detailed"]
+        assert read.headers["X-SGAM-Bookmarks"]
+        for garbage in ("not-a-bookmark", f"{bookmarks},,"):
+            message = refused(client.post("/v1/current", json={"subject": "mira", "attribute": "response_style"},
+                                          headers={"X-SGAM-Bookmarks": garbage}), 422, "InvalidDelta")
+            assert "bookmarks" in message
