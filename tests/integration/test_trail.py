@@ -3,6 +3,7 @@ part 1). Real Neo4j; the model endpoint is the loopback replay server of tests/l
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sgam import InvalidDelta, MemoryGraph
+from sgam import AsyncMemoryGraph, InvalidDelta, MemoryGraph
 from sgam.cli import app
 from sgam.cli.tables import table_rows
 from sgam.graph.steps import Statement, Write, one
@@ -204,3 +205,19 @@ def test_sgam_rebuild_reports_as_json_and_text(env, graph: MemoryGraph, clean: s
     assert "no difference" in text.output
     missing = runner.invoke(app, ["rebuild", "-t", tenant])
     assert missing.exit_code != 0 and "--into" in missing.output
+
+
+def test_the_async_graph_rebuilds_and_shows_the_trail(graph: MemoryGraph, clean: str,
+                                                      neo4j_connection: tuple[str, tuple[str, str]]) -> None:
+    tenant = clean
+    report = graph.ingest(ep.event(tenant, EVENTS[0]), remember=True)
+    uri, auth = neo4j_connection
+
+    async def scenario() -> tuple[Any, Any]:
+        async with await AsyncMemoryGraph.connect(uri, auth, schema=graph.schema) as agraph:
+            return (await agraph.provenance(tenant, report.memory_ids[0]),
+                    await agraph.rebuild(tenant, dry_run=True))
+
+    prov, rebuilt = asyncio.run(scenario())
+    assert prov.trail[0]["extractor"] == "events" and prov.trail[0]["deltas"][0]["value"] == "sms"
+    assert rebuilt.dry_run and rebuilt.same == 1 and not rebuilt.differs
