@@ -221,3 +221,12 @@ def test_the_async_graph_rebuilds_and_shows_the_trail(graph: MemoryGraph, clean:
     prov, rebuilt = asyncio.run(scenario())
     assert prov.trail[0]["extractor"] == "events" and prov.trail[0]["deltas"][0]["value"] == "sms"
     assert rebuilt.dry_run and rebuilt.same == 1 and not rebuilt.differs
+
+
+def test_deleting_the_episode_deletes_its_trail(graph: MemoryGraph, clean: str) -> None:
+    tenant = clean
+    kept = graph.ingest(ep.event(tenant, EVENTS[0]), remember=True)
+    gone = graph.ingest(ep.event(tenant, EVENTS[1]), remember=True)
+    assert len(trails(graph, tenant)) == 2
+    graph.delete_episode(tenant, gone.episode_id)
+    assert [t["x"]["episode_id"] for t in trails(graph, tenant)] == [kept.episode_id]
