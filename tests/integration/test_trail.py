@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -230,3 +231,13 @@ def test_deleting_the_episode_deletes_its_trail(graph: MemoryGraph, clean: str) 
     assert len(trails(graph, tenant)) == 2
     graph.delete_episode(tenant, gone.episode_id)
     assert [t["x"]["episode_id"] for t in trails(graph, tenant)] == [kept.episode_id]
+
+
+def test_a_retention_purge_takes_the_trail_with_the_episode(graph: MemoryGraph, clean: str) -> None:
+    tenant = clean
+    graph.ingest(ep.event(tenant, {"type": "ticket_closed", "customer_id": "cust-bo",
+                                         "closed_at": graph.clock().isoformat()}, occurred_at=graph.clock()),
+                 remember=True)
+    assert len(trails(graph, tenant)) == 1
+    report = graph.purge(tenant, now=graph.clock() + timedelta(days=40))
+    assert report.episodes == 1 and trails(graph, tenant) == []
