@@ -147,6 +147,17 @@ API_KEYS = Migration(
     ),
 )
 
+# The extraction trail (ingest/trail.py): one node per (episode, extractor), found by its id when
+# an episode is processed again and by its episode for provenance and deletion.
+EXTRACTION_TRAIL = Migration(
+    "0013-extraction-trail",
+    (
+        "CREATE CONSTRAINT sgam_extraction_key IF NOT EXISTS "
+        "FOR (x:Extraction) REQUIRE (x.tenant_id, x.id) IS UNIQUE",
+        "CREATE INDEX sgam_extraction_episode IF NOT EXISTS FOR (x:Extraction) ON (x.tenant_id, x.episode_id)",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -211,7 +222,8 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS]
+            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS,
+            EXTRACTION_TRAIL]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -44,7 +44,8 @@ from .steps import Auto, Operation, Read, Records, Statement, Write
 GRAINS = ("memory", "slot", "episode", "tenant")
 
 # The labels a tenant's data lives under, deleted in this order (facts first; see store.py).
-TENANT_LABELS = ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger")
+TENANT_LABELS = ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger",
+                 "Extraction")
 
 # Locks the subjects a deletion changes, in sorted order as the write path locks them.
 LOCK_SUBJECTS = """
@@ -130,6 +131,12 @@ DELETE_QUARANTINE = """
 MATCH (q:Quarantine {tenant_id: $tenant})
 WHERE q.id IN $ids
 DETACH DELETE q
+"""
+
+# The episode's extraction trails (ingest/trail.py) quote it: they go with it.
+DELETE_EPISODE_TRAILS = """
+MATCH (x:Extraction {tenant_id: $tenant, episode_id: $episode})
+DETACH DELETE x
 """
 
 # Entities the episode alone brought in: no fact either way once its rows are gone, mentioned by
@@ -415,6 +422,7 @@ def _remove(plan: _Plan) -> Generator[Statement, Records, None]:
     if plan.quarantine:
         yield Statement(DELETE_QUARANTINE, {**params, "ids": plan.quarantine})
     if plan.episode_eid is not None:
+        yield Statement(DELETE_EPISODE_TRAILS, {**params, "episode": plan.target["episode_id"]})
         yield Statement(DELETE_NODES, {"ids": [plan.episode_eid]})
 
 
@@ -436,7 +444,7 @@ def tenant_counts(records: Records) -> dict[str, int]:
 
 _COUNT_NAMES = {"facts": "facts", "Episode": "episodes", "Value": "values", "Entity": "entities",
                 "Tombstone": "tombstones", "PurgeRun": "purge_runs", "Quarantine": "quarantine",
-                "ImportRun": "import_runs", "Ledger": "ledgers"}
+                "ImportRun": "import_runs", "Ledger": "ledgers", "Extraction": "extractions"}
 
 
 def tenant_record(tenant: str, record_id: str, now: datetime, actor: str, reason: str | None,

@@ -10,9 +10,9 @@
    means), and the episodes it was in (linked by ``MENTIONS`` or cited by its facts);
 3. delete its entity, its facts in both directions (its own, and relation facts pointing at it),
    its value nodes and the statements of its slots (``Ledger``); delete the facts of other subjects
-   whose value names it (with their value nodes), the quarantine entries that name it or came from
-   its episodes, and the ledgers whose statements name it (rebuilt from the remaining rows on their
-   slot's next write);
+   whose value names it (with their value nodes), the quarantine entries and extraction trails that
+   name it or came from its episodes, and the ledgers whose statements name it (rebuilt from the
+   remaining rows on their slot's next write);
 4. delete the episodes it was the only subject of (linked to it or cited by its facts, linked to no
    other entity), unless a remaining fact cites them, and redact the others that name it or that
    it was in, queued ones included. In each, every span naming a term or an erased value becomes
@@ -148,9 +148,9 @@ MATCH ()-[x]->() WHERE elementId(x) = row.eid
 SET x += row.props
 """
 
-# Refused candidates from an episode deleted or redacted here (those naming the subject, and the
-# ledgers whose statements name it, went with the nodes the scan found), and the statements of the
-# subject's own slots.
+# Refused candidates and extraction trails (which quote their episode) from an episode deleted or
+# redacted here (those naming the subject, and the ledgers whose statements name it, went with the
+# nodes the scan found), and the statements of the subject's own slots.
 DELETE_BY_SUBJECT = """
 CALL () {
   MATCH (q:Quarantine {tenant_id: $tenant})
@@ -160,6 +160,11 @@ CALL () {
 CALL () {
   MATCH (l:Ledger {tenant_id: $tenant, subject: $subject})
   DETACH DELETE l
+}
+CALL () {
+  MATCH (x:Extraction {tenant_id: $tenant})
+  WHERE $subject IN coalesce(x.subjects, []) OR x.episode_id IN $episodes
+  DETACH DELETE x
 }
 """
 
@@ -286,7 +291,7 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
     for r in nodes:
         if "Episode" in r["labels"]:
             continue
-        if {"Value", "Quarantine", "Ledger"} & set(r["labels"]):
+        if {"Value", "Quarantine", "Ledger", "Extraction"} & set(r["labels"]):
             if any(_names_in(v, names) for _, v in r["texts"]):
                 drop_nodes.append(r["eid"])
         elif props := _redacted_texts(r["texts"], names):

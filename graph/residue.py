@@ -9,7 +9,7 @@ property names) for
   :mod:`sgam.graph.names`);
 * its names and erased values, known from the tombstone only as salted hashes: every run of up to
   ``max_words`` consecutive words is hashed and looked up. Erased values are looked for in the
-  episodes the forget redacted (elsewhere they may be anyone's).
+  episodes the forget redacted and their extraction trails (elsewhere they may be anyone's).
 
 What was recorded after the forget (a node or fact whose ``created_at``, ``recorded_at`` or, for a
 ledger, ``updated_at`` is later) is not residue: a new episode may introduce the subject again. The
@@ -37,7 +37,7 @@ RETURN t.forgotten_at AS at, t.salt AS salt, coalesce(t.name_hashes, []) AS name
 
 # Text properties only (strings, lists of strings), of what was recorded by the forget ($since).
 _TEXT = """[k IN keys(x) WHERE valueType(x[k]) STARTS WITH 'STRING' OR valueType(x[k]) STARTS WITH 'LIST<STRING'
-          | [k, x[k]]] AS texts, x.id AS id, x.memory_id AS memory_id"""
+          | [k, x[k]]] AS texts, x.id AS id, x.memory_id AS memory_id, x.episode_id AS episode_id"""
 _BY = "($since IS NULL OR coalesce(x.recorded_at, x.created_at, $since) <= $since)"
 
 NODES = f"""
@@ -141,7 +141,9 @@ def residue_steps(tenant: str, subject: str, *, forgotten: bool = True
         label = r["labels"][0] if r["labels"] else "(no label)"
         if r["eid"] in seen:
             return
-        with_values = label == "Episode" and r["id"] in redacted
+        # An extraction trail quotes its episode (ingest/trail.py), so it is read like it.
+        with_values = (label == "Episode" and r["id"] in redacted) or (label == "Extraction"
+                                                                        and r["episode_id"] in redacted)
         for key, value in r["texts"]:
             what = next((f for f in (search.found(t, with_values) for t in _texts(value)) if f),
                         None) or search.found(key, False)

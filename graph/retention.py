@@ -55,7 +55,8 @@ DETACH DELETE v
 RETURN count(*) AS removed
 """
 
-# An episode is still needed while a fact about an entity it mentions cites it.
+# An episode is still needed while a fact about an entity it mentions cites it. Its extraction
+# trails (ingest/trail.py) quote it: they go with it.
 DROP_ORPHAN_EPISODES = """
 UNWIND $episodes AS id
 MATCH (ep:Episode {tenant_id: $tenant, id: id})
@@ -63,6 +64,8 @@ WHERE NOT EXISTS {
   MATCH (ep)-[:MENTIONS]->(:Entity)-[g]->()
   WHERE g.source_episode_id = ep.id OR ep.id IN coalesce(g.support_episodes, [])
 }
+WITH ep, COLLECT { MATCH (x:Extraction {tenant_id: $tenant, episode_id: ep.id}) RETURN x } AS trails
+FOREACH (x IN trails | DETACH DELETE x)
 DETACH DELETE ep
 RETURN count(*) AS removed
 """

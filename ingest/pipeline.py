@@ -11,7 +11,8 @@
 4. fill each candidate's implied fields from the episode (:func:`~sgam.ingest.extract.implied_fields`)
    and validate it as a :class:`~sgam.graph.models.MemoryDelta` (stage ``validate``);
 5. write the valid ones through ``write_many``, the same path as every other write; whatever
-   the schema or reconciliation refuses is quarantined with the reason (stage ``write``);
+   the schema or reconciliation refuses is quarantined with the reason (stage ``write``), and the
+   reasoning behind what it accepted is kept as the episode's extraction trail (:mod:`.trail`);
 6. mark the episode ``done``.
 
 Each step is an operation of ``graph.steps`` (``ingest_op``, ``process_op``...) run by a store, so
@@ -59,10 +60,12 @@ from sgam.graph.codec import native
 from sgam.graph.writes import BatchResult, DeltaResult
 
 from . import quarantine as q
+from . import trail
 from .extract import REFUSED_KEY, CurrentState, Extractor, RawCandidate, implied_fields
 
-PROVENANCE_KEYS = frozenset({"evidence", "decision"})
-"""Keys an extractor may add for provenance (kept in the quarantine, not part of a delta)."""
+PROVENANCE_KEYS = frozenset({"evidence", "decision", "compared_with"})
+"""Keys an extractor may add for provenance (kept in the quarantine and the extraction trail, not
+part of a delta)."""
 
 MAX_MENTION_TOKENS = 5000
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}")
@@ -317,12 +320,15 @@ def process_op(target: Target, episode: Episode, extractors: Sequence[Extractor]
         candidates.extend((extractor.name, c) for c in raw)
     valid, refused = validate(episode, candidates)
     given: list[DeltaResult] = []
+    given_valid = [v for v in valid if v[0] == StructuredDeltas.name] if strict else []
     if strict:
         given, valid = yield from _write_given(target, episode, valid, refused)
     entries.extend(refused)
     result, write_refused = yield from write(target, episode, valid)
     entries.extend(write_refused)
-    yield InTx(lambda: q.store_steps(entries, now, target.schema))
+    accepted = [(*given_valid[r.index][:2], r) for r in given] + [(*valid[r.index][:2], r) for r in result.results]
+    made = trail.trails(episode.tenant_id, episode.id, {x.name: trail.identity(x) for x in extractors}, accepted)
+    yield InTx(lambda: _stored_steps(entries, made, now, target.schema))
     results = [*given, *result.results]
     report = IngestReport(
         episode.tenant_id, episode.id, recorded, candidates=len(candidates),
@@ -333,6 +339,14 @@ def process_op(target: Target, episode: Episode, extractors: Sequence[Extractor]
     if mark_done:
         yield InTx(lambda: _done_steps(episode, now, report.written, len(entries)))
     return report
+
+
+def _stored_steps(entries: Sequence[q.QuarantineEntry], made: Sequence[trail.Trail], now: datetime,
+                  schema: Schema) -> Generator[Statement, Records, None]:
+    """The episode's refusals, then its trails (after the refusals restricted the episode, whose
+    readers the trails take)."""
+    yield from q.store_steps(entries, now, schema)
+    yield from trail.store_steps(made, now)
 
 
 def _write_many(target: Target, deltas: Sequence[MemoryDelta], atomic: bool = False) -> Operation[BatchResult]:

@@ -1,5 +1,5 @@
 // name: provenance
-// doc: Where a fact version came from: its episode and speaker, what it superseded and what superseded or revised it.
+// doc: Where a fact version came from: its episode and speaker, the extraction trail that wrote it (extractor, evidence quotes, compared value, decision; shown to readers of the episode), what it superseded and what superseded or revised it.
 // param: tenant string  the tenant id
 // param: subject string?  the entity the fact is about; null = any (the tenant's facts are scanned for memory_id: give the subject on a big tenant)
 // param: memory_id string  the fact version (from current, as-of or history)
@@ -31,4 +31,10 @@ CALL (s, f) {
          collect(CASE WHEN other.memory_id = f.revises_memory_id THEN properties(other) END) AS revises,
          collect(CASE WHEN other.revises_memory_id = f.memory_id THEN properties(other) END) AS revised_by
 }
-RETURN properties(f) AS fact, properties(ep) AS episode, superseded, superseded_by, revises, revised_by
+// The trail quotes its episode: shown only when the episode is.
+CALL (f, ep) {
+  OPTIONAL MATCH (x:Extraction {tenant_id: $tenant, episode_id: ep.id})
+  WHERE f.memory_id IN x.memory_ids
+  RETURN collect(properties(x)) AS trail
+}
+RETURN properties(f) AS fact, properties(ep) AS episode, superseded, superseded_by, revises, revised_by, trail

@@ -57,6 +57,8 @@ from sgam.ingest.pipeline import (
     submit_op,
 )
 from sgam.ingest.quarantine import QuarantineEntry
+from sgam.ingest.rebuild import RebuildReport, rebuild_op
+from sgam.ingest.trail import shown as shown_trail
 from sgam.queries.context import Context, context_steps
 from sgam.queries.embeddings import Embedder, EmbedReport, backfill_steps, require_embedder
 from sgam.queries.loader import get_query
@@ -109,6 +111,10 @@ class Provenance:
     superseded_by: tuple[Fact, ...]
     revises: tuple[Fact, ...]
     revised_by: tuple[Fact, ...]
+    trail: tuple[dict[str, Any], ...] = ()
+    """The extraction trail that wrote this version (:mod:`sgam.ingest.trail`): per extractor its
+    name, version, model and the entries that produced it (evidence quotes, compared value,
+    decision); empty when the reader may not read its episode or no extractor wrote it."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +137,10 @@ def _provenance(records: list[dict[str, Any]]) -> Provenance | None:
     group = lambda key: tuple(fact_from_properties(p) for p in r[key] if p)  # noqa: E731
     episode = ({k: native(v) for k, v in r["episode"].items() if k != "embedding"}  # 384 floats
                if r["episode"] else None)
-    return Provenance(fact_from_properties(r["fact"]), episode, group("superseded"),
-                      group("superseded_by"), group("revises"), group("revised_by"))
+    fact = fact_from_properties(r["fact"])
+    trails = tuple(shown_trail({k: native(v) for k, v in x.items()}, fact.memory_id) for x in r.get("trail") or ())
+    return Provenance(fact, episode, group("superseded"), group("superseded_by"), group("revises"),
+                      group("revised_by"), trails)
 
 
 def _paths(records: list[dict[str, Any]]) -> list[TraversalPath]:
@@ -718,6 +726,15 @@ class MemoryGraph(_Queries):
         entries = self.quarantine(tenant, status="open", principal=ALL_PRINCIPALS)
         return self.store.run(replay_quarantine_op(self.store, tenant, entries, chosen))
 
+    def rebuild(self, tenant: str, extractors: Sequence[Extractor] | None = None, *, into: str | None = None,
+                dry_run: bool = False) -> RebuildReport:
+        """Re-extract ``tenant``'s stored episodes (in the order they occurred) into the fresh tenant
+        ``into`` with ``extractors`` (default: the event mapping) and report the slots added,
+        changed and missing compared with ``tenant`` now; ``dry_run`` writes nothing
+        (:mod:`sgam.ingest.rebuild`)."""
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
+        return self.store.run(rebuild_op(self.store, self._tenant(tenant), chosen, into=into, dry_run=dry_run))
+
     def import_graphiti(self, mapping: GraphitiMapping | str | Path, tenant: str, *,
                         group_ids: Sequence[str] | None = None, dry_run: bool = False) -> GraphitiImportReport:
         """Import the Graphiti graph in this database (its ``RELATES_TO`` facts and ``Episodic``
@@ -1044,6 +1061,13 @@ class AsyncMemoryGraph(_Queries):
         tenant = self._tenant(tenant)
         entries = await self.quarantine(tenant, status="open", principal=ALL_PRINCIPALS)
         return await self.store.run(replay_quarantine_op(self.store, tenant, entries, chosen))
+
+    async def rebuild(self, tenant: str, extractors: Sequence[Extractor] | None = None, *,
+                      into: str | None = None, dry_run: bool = False) -> RebuildReport:
+        """See :meth:`MemoryGraph.rebuild`."""
+        chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
+        return await self.store.run(rebuild_op(self.store, self._tenant(tenant), chosen, into=into,
+                                               dry_run=dry_run))
 
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """See :meth:`MemoryGraph.write`."""

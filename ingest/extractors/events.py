@@ -150,6 +150,11 @@ class EventMapper:
         if schema is not None:
             self.rules.check(schema)
 
+    @property
+    def version(self) -> str:
+        """The rules' version, as the extraction trail records it."""
+        return f"rules-v{self.rules.version}"
+
     def extract(self, episode: Episode, current: CurrentState) -> Sequence[RawCandidate]:
         if episode.kind is not EpisodeKind.EVENT:
             return []

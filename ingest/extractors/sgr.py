@@ -417,7 +417,8 @@ def to_raw_candidates(result: ExtractionResult, episode: Episode) -> list[dict[s
     """Raw candidates (see :mod:`sgam.ingest.extract`) for the candidates that write.
 
     ``same`` and ``not_memorable`` are skipped; the op comes from the decision. Each candidate keeps
-    its ``evidence`` quotes (and ``decision``) for provenance and the quarantine: the pipeline takes
+    its ``evidence`` quotes, ``compared_with`` and ``decision`` for provenance (the quarantine, the
+    extraction trail): the pipeline takes
     them off before validating a :class:`~sgam.graph.models.MemoryDelta`. ``valid_from`` is set only
     when the model gave one; otherwise the episode's time applies. Quotes are checked against the
     episode again, so no path yields an ungrounded candidate.
@@ -439,6 +440,7 @@ def to_raw_candidates(result: ExtractionResult, episode: Episode) -> list[dict[s
             "value": candidate.delta.value,
             "op": candidate.op.value,  # type: ignore[union-attr]  # writes -> op is set
             "evidence": list(candidate.evidence),
+            "compared_with": candidate.compared_with,
             "decision": candidate.decision,
         }
         if candidate.subject_type is not None:
@@ -450,7 +452,7 @@ def to_raw_candidates(result: ExtractionResult, episode: Episode) -> list[dict[s
     return out
 
 
-PROVENANCE_KEYS = ("evidence", "decision")
+PROVENANCE_KEYS = ("evidence", "compared_with", "decision")
 """Keys of a raw candidate from this module that are provenance, not fields of a MemoryDelta."""
 
 

@@ -20,6 +20,7 @@
     sgam delete memory|episode|tenant -t T ...   delete at one grain, with --dry-run and an audit record
     sgam export-subject -t T -s S  everything stored about a subject, as JSON
     sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
+    sgam rebuild -t T --into T2    re-extract a tenant's episodes into a fresh tenant, report the difference
     sgam serve                     the memory service: HTTP API under /v1 and MCP at /mcp
     sgam mcp                       the MCP server on stdio (what desktop clients launch)
     sgam keys create|list|revoke   the service's API keys (tenant, principal, scope)
@@ -35,6 +36,7 @@ from sgam.cli import bench  # noqa: F401
 from sgam.cli import ingest  # noqa: F401
 from sgam.cli import deletion  # noqa: F401
 from sgam.cli import service  # noqa: F401
+from sgam.cli import rebuild  # noqa: F401
 from sgam.cli.common import app
 
 __all__ = ["app"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from sgam.graph.schema import AttributeSpec, Schema
 from sgam.graph.codec import native
+from sgam.ingest.trail import shown as shown_trail
 
 Row = dict[str, Any]
 # Interval ends are paired into one window column: valid_from + valid_to -> valid.
@@ -147,7 +148,20 @@ def _provenance(record: Row) -> Row:
                         f"by {episode.get('actor')}") if episode else fact.get("source_episode_id"),
             "said": said, "superseded": record.get("superseded"),
             "superseded_by": record.get("superseded_by"), "revises": record.get("revises"),
-            "revised_by": record.get("revised_by")}
+            "revised_by": record.get("revised_by"),
+            "trail": [_trail_line(x, e) for t in record.get("trail") or ()
+                      for x in [shown_trail(t, fact.get("memory_id"))] for e in x["deltas"]]}
+
+
+def _trail_line(trail: Row, entry: Row) -> str:
+    """One entry of an extraction trail: who decided what, compared with what, on which evidence."""
+    who = " ".join(str(p) for p in (trail["extractor"], trail.get("version"), trail.get("model")) if p)
+    said = "; ".join(repr(q) for q in entry.get("evidence") or ())
+    return (f"{who}: {entry.get('decision') or entry.get('op')} {entry.get('attribute')}="
+            f"{json.dumps(native(entry.get('value')), default=str)}"
+            + (f" (stored: {json.dumps(entry['compared_with'], default=str)})"
+               if entry.get("compared_with") is not None else "")
+            + (f" evidence {said}" if said else "") + f" -> {entry.get('outcome')}")
 
 
 # Queries whose rows need more than the generic view. Provenance is one wide row: shown transposed.
