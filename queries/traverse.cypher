@@ -12,17 +12,29 @@
 // example: :param valid_at => datetime()
 // example: :param known_at => null
 // example: :param principal => null
-MATCH path = (s:Entity {tenant_id: $tenant, id: $subject})-[hops*1..6]->(end:Entity)
-WHERE all(h IN hops WHERE
-        h.kind = 'relation'
-    AND h.tenant_id = $tenant
-    AND h.status = 'confirmed'
-    AND (h.visible_to IS NULL OR $principal = '*' OR $principal IN h.visible_to)
-    AND h.valid_from <= $valid_at
-    AND (h.valid_to IS NULL OR $valid_at < h.valid_to)
-    AND CASE WHEN $known_at IS NULL THEN h.expired_at IS NULL
-             ELSE h.recorded_at <= $known_at AND (h.expired_at IS NULL OR $known_at < h.expired_at)
-        END)
+// Two steps, because a variable-length pattern cannot check a hop's position as it expands: the
+// positional walk (hop i follows $relations[i]) collects the facts any matching path can use, then
+// the path is matched over those facts only. Matching directly expanded every valid relation fact
+// up to six hops deep before the positional check (e.g. 1,909 db hits for one answer at 10k facts,
+// 290k from a subject with a hundred 'knows').
+MATCH (s:Entity {tenant_id: $tenant, id: $subject})
+WHERE size($relations) <= 6
+WITH s, reduce(walk = {frontier: [s], hops: []}, relation IN $relations |
+       reduce(next = {frontier: [], hops: walk.hops}, x IN walk.frontier |
+         reduce(acc = next, step IN [(x)-[h]->(y) WHERE
+                  h.attribute = relation
+              AND h.kind = 'relation'
+              AND h.tenant_id = $tenant
+              AND h.status = 'confirmed'
+              AND (h.visible_to IS NULL OR $principal = '*' OR $principal IN h.visible_to)
+              AND h.valid_from <= $valid_at
+              AND (h.valid_to IS NULL OR $valid_at < h.valid_to)
+              AND CASE WHEN $known_at IS NULL THEN h.expired_at IS NULL
+                       ELSE h.recorded_at <= $known_at AND (h.expired_at IS NULL OR $known_at < h.expired_at)
+                  END | [h, y]] |
+           {frontier: acc.frontier + step[1], hops: acc.hops + step[0]}))).hops AS allowed
+MATCH path = (s)-[hops*1..6]->(end:Entity)
+WHERE all(h IN hops WHERE h IN allowed)
   AND size(hops) = size($relations)
   AND all(i IN range(0, size(hops) - 1) WHERE hops[i].attribute = $relations[i])
 RETURN [n IN nodes(path) | n.id] AS entities,
