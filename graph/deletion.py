@@ -44,7 +44,8 @@ from .writes import Records, Statement
 GRAINS = ("memory", "slot", "episode", "tenant")
 
 # The labels a tenant's data lives under, deleted in this order (facts first; see store.py).
-TENANT_LABELS = ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger")
+TENANT_LABELS = ("Episode", "Value", "Alias", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger",
+                 "Merge")
 
 # Locks the subjects a deletion changes, in sorted order as the write path locks them.
 LOCK_SUBJECTS = """

@@ -704,19 +704,8 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
     relation_rows: list[dict[str, Any]] = []
     for props in creates:
         row = final[props["memory_id"]]
-        stored, instants = _storable(vars(row))  # the fields, as model_dump() gives them
-        # The relationship type comes from the schema (checked there like every identifier).
-        entry = {"tenant_id": row.tenant_id, "eid": locked.subject_ids[(row.tenant_id, row.subject)],
-                 "rel_type": schema.rel_type(row.attribute), "props": stored, "at": instants}
-        if row.kind == "relation":
-            entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)
-            relation_rows.append(entry)
-        else:
-            # One value node per subject and value: versions that repeat a value share it, and
-            # no two subjects ever lock the same value node (shared ones deadlocked batches).
-            entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}",
-                         caption=_caption(row.value))
-            attribute_rows.append(entry)
+        entry = fact_entry(row, locked.subject_ids[(row.tenant_id, row.subject)], schema)
+        (relation_rows if row.kind == "relation" else attribute_rows).append(entry)
     # Each changed subject's updated_at is set once: with its first ledger, or on its own.
     stamped: set[tuple[str, str]] = set()
     ledgers = []
@@ -829,6 +818,23 @@ def _private_episodes(prepared: list[_Prepared], schema: Schema) -> list[dict[st
             key = (p.delta.tenant_id, p.delta.source_episode_id)
             readers[key] = [r for r in readers.get(key, allowed) if r in allowed]
     return [{"tenant_id": t, "id": e, "readers": r} for (t, e), r in sorted(readers.items())]
+
+
+def fact_entry(row: Fact, eid: str, schema: Schema) -> dict[str, Any]:
+    """The parameter row that creates ``row`` under the subject with element id ``eid``:
+    for :data:`CREATE_RELATION_FACTS` when ``row.kind`` is ``relation``, else for
+    :data:`CREATE_ATTRIBUTE_FACTS`."""
+    stored, instants = _storable(vars(row))  # the fields, as model_dump() gives them
+    # The relationship type comes from the schema (checked there like every identifier).
+    entry: dict[str, Any] = {"tenant_id": row.tenant_id, "eid": eid, "rel_type": schema.rel_type(row.attribute),
+                             "props": stored, "at": instants}
+    if row.kind == "relation":
+        entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)
+    else:
+        # One value node per subject and value: versions that repeat a value share it, and
+        # no two subjects ever lock the same value node (shared ones deadlocked batches).
+        entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}", caption=_caption(row.value))
+    return entry
 
 
 def _caption(value: Any) -> str:

@@ -42,6 +42,9 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from sgam.graph.aliases import (
+    ALIAS_MENTIONS, MAX_ALIAS_WORDS, add_alias_steps, alias_grams, alias_key, resolve_steps,
+)
 from sgam.graph.episodes import Recorded
 from sgam.graph.errors import ExtractionError, InvalidDelta, SgamError, StoreUnavailable, validation_problems
 from sgam.graph.models import ALL_PRINCIPALS, Episode, EpisodeKind, MemoryDelta
@@ -169,8 +172,12 @@ def mention_tokens(text: str) -> list[str]:
 
 
 def _link_steps(episode: Episode, now: datetime) -> Generator[Statement, Records, tuple[list[str], dict]]:
+    # Entities are mentioned by id, or by an alias (a name of up to a few words).
+    [aliased] = yield Statement(ALIAS_MENTIONS, {"tenant": episode.tenant_id,
+                                                 "grams": alias_grams(episode.content)})
+    ids = sorted({*mention_tokens(episode.content), *aliased["ids"]})
     rows = yield Statement(LINK_AND_READ, {"tenant": episode.tenant_id, "episode": episode.id,
-                                           "ids": mention_tokens(episode.content), "now": now})
+                                           "ids": ids, "now": now})
     mentions: list[str] = []
     current: dict[tuple[str, str], Any] = {}
     for row in rows:
@@ -290,12 +297,14 @@ def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
             continue
         candidates.extend((extractor.name, c) for c in raw)
     valid, refused = validate(episode, candidates)
+    valid = resolve_subjects(graph, episode.tenant_id, valid)
     given: list[DeltaResult] = []
     if strict:
         given, valid = _write_given(graph, episode, valid, refused)
     entries.extend(refused)
     result, write_refused = write(graph, episode, valid)
     entries.extend(write_refused)
+    remember_names(graph, episode, valid, result)
     graph.store.transact(lambda: q.store_steps(entries, now, graph.schema))
     results = [*given, *result.results]
     report = IngestReport(
@@ -510,3 +519,32 @@ def _replay_candidates(graph: Graph, tenant: str, entries: Sequence[q.Quarantine
 __all__ = ["DEFER_BACKOFF", "IngestReport", "PROVENANCE_KEYS", "QuarantineReplay", "StructuredDeltas", "default_extractors", "defer", "ingest",
            "is_explicit_memory", "list_quarantine", "load_episode", "mention_tokens", "process",
            "record", "replay_quarantine", "stored_deltas", "submit", "validate", "write"]
+
+
+def resolve_subjects(graph: Graph, tenant: str, valid: list[tuple[str, dict[str, Any], MemoryDelta]]
+                     ) -> list[tuple[str, dict[str, Any], MemoryDelta]]:
+    """The candidates with each ``subject`` that is no entity id but an alias of one entity (by id,
+    else by ``subject_name``), or an entity merged into another, replaced by that entity's id
+    (see :func:`sgam.graph.aliases.resolve_steps`)."""
+    if not valid:
+        return valid
+    refs = [(d.subject, d.subject_name) for _, _, d in valid]
+    resolved = graph.store.inspect(lambda: resolve_steps(tenant, refs))
+    return [(name, raw, d.model_copy(update={"subject": resolved[(d.subject, d.subject_name)]})
+             if (d.subject, d.subject_name) in resolved else d) for name, raw, d in valid]
+
+
+def remember_names(graph: Graph, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]],
+                   result: BatchResult) -> None:
+    """Each accepted delta's ``subject_name`` becomes an alias of its subject."""
+    named: dict[str, list[str]] = {}
+    for r in result.results:
+        delta = valid[r.index][2]
+        # A name too long to be an alias is only the entity's name.
+        if r.ok and delta.subject_name and 0 < len(alias_key(delta.subject_name).split()) <= MAX_ALIAS_WORDS:
+            named.setdefault(delta.subject, []).append(delta.subject_name)
+    now = graph.clock()
+    for subject, names in sorted(named.items()):
+        graph.store.transact(lambda s=subject, n=names: add_alias_steps(episode.tenant_id, s, n, now,
+                                                                        episode.actor))
+

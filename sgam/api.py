@@ -21,12 +21,15 @@ from pydantic import BaseModel, ValidationError
 
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
 from sgam.graph.errors import (
-    ForgottenSubject, InvalidDelta, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
+    ForgottenSubject, InvalidDelta, MergedSubject, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
     validation_problems,
 )
 from sgam.graph.evolution import MigrationReport, StepReport
 from sgam.graph.deletion import DeletionReport, deletion_steps, episode_steps, missing_memory, slot_steps
+from sgam.graph.aliases import add_alias_steps
+from sgam.graph.candidates import MergeCandidate, candidate_steps
 from sgam.graph.forget import ForgetReport
+from sgam.graph.merge import LIST_MERGES, MergeReport, check_merge_target, merge_steps, split_steps
 from sgam.graph.residue import residue_steps
 from sgam.graph.retention import PurgeReport
 from sgam.graph.models import (
@@ -84,7 +87,10 @@ RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episo
        AS tenant,
        [s IN $subjects WHERE NOT EXISTS { MATCH (:Entity {tenant_id: $tenant, id: s}) } |
         {subject: s, forgotten_at: COLLECT { MATCH (t:Tombstone {tenant_id: $tenant, subject: s})
-                                             RETURN t.forgotten_at }[0]}] AS missing
+                                             RETURN t.forgotten_at }[0]}] AS missing,
+       COLLECT { UNWIND $subjects AS s MATCH (e:Entity {tenant_id: $tenant, id: s})
+                 WHERE e.merged_into IS NOT NULL
+                 RETURN {subject: s, into: e.merged_into, at: e.merged_at} } AS merged
 """
 # Named queries whose empty answer is the expected one for a subject that is gone.
 ABSENCE_QUERIES = frozenset({"residue"})
@@ -262,6 +268,11 @@ class _Queries:
                     f"{native(missing['forgotten_at']):%Y-%m-%d %H:%M} UTC: nothing about it is kept")
             raise UnknownSubject(f"tenant {tenant!r} has no subject {missing['subject']!r} stored (never, "
                                  "or its last facts were deleted): check the subject id")
+        for merged in row.get("merged", ()):
+            raise MergedSubject(
+                f"subject {merged['subject']!r} of tenant {tenant!r} was merged into {merged['into']!r} on "
+                f"{native(merged['at']):%Y-%m-%d %H:%M} UTC: read {merged['into']!r} (as_of with a known_at "
+                "before the merge still answers for the old id)")
 
     def _context_known(self, tenant: str, subjects: str | Sequence[str] | None) -> tuple[str, dict[str, Any]]:
         """:data:`KNOWN` for a context whose answer is empty (its tenant and the subjects given)."""
@@ -898,6 +909,60 @@ class MemoryGraph(_Queries):
         return to_networkx(self, tenant, renamed(valid_at, as_of, "to_networkx"), known_at,
                            subjects=subjects, hops=hops, principal=principal)
 
+    # -- entity resolution (graph/aliases.py, graph/merge.py) ----------------------------------
+
+    def add_alias(self, tenant: str, subject: str, *names: str, actor: str | None = None) -> dict[str, list[str]]:
+        """Give ``subject`` other names it goes by (searched by ``search-entities``, used by ingest
+        to find the subject). Returns, per alias key, the other entities the alias also names:
+        merge candidates, never merged by themselves."""
+        tenant, subject = self._tenant(tenant), self._id(subject, "subject")
+        actor_, _ = self._audit(actor, None)
+        now = self.clock()
+        return self.store.transact(lambda: add_alias_steps(tenant, subject, names, now, actor_))
+
+    def merge_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                       actor: str | None = None, reason: str | None = None,
+                       dropped_tenant: str | None = None) -> MergeReport:
+        """Merge ``dropped`` into ``kept`` in one transaction (see :mod:`sgam.graph.merge`): its
+        statements join ``kept``'s slots, which are derived again; relations pointing at it, its
+        aliases, id, name and episode links move; history stays exact (``as_of`` before the merge
+        answers as before for both ids) and a ``(:Merge)`` record keeps who, when, why and what
+        moved. ``dry_run`` reports what would change (conflicts included) and writes nothing.
+        Refused across tenants (``dropped_tenant``), into itself, or between two entity types."""
+        tenant = self._tenant(tenant)
+        kept, dropped = self._id(kept, "kept entity"), self._id(dropped, "dropped entity")
+        check_merge_target(tenant, kept, dropped,
+                           None if dropped_tenant is None else self._tenant(dropped_tenant))
+        actor_, reason = self._audit(actor, reason)
+        steps = lambda: merge_steps(tenant, kept, dropped, self.schema, self.clock,  # noqa: E731
+                                    dry_run=dry_run, actor=actor_, reason=reason)
+        return self.store.inspect(steps) if dry_run else self.store.transact(steps)
+
+    def split_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                       actor: str | None = None, reason: str | None = None) -> MergeReport:
+        """Undo the last merge of ``dropped`` into ``kept``: both get back the statements they had
+        (what was written to ``kept`` since stays with it), their aliases and episode links; the
+        merge record says when and by whom it was split. ``dry_run`` writes nothing."""
+        tenant = self._tenant(tenant)
+        kept, dropped = self._id(kept, "kept entity"), self._id(dropped, "dropped entity")
+        actor_, reason = self._audit(actor, reason)
+        steps = lambda: split_steps(tenant, kept, dropped, self.schema, self.clock,  # noqa: E731
+                                    dry_run=dry_run, actor=actor_, reason=reason)
+        return self.store.inspect(steps) if dry_run else self.store.transact(steps)
+
+    def merges(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's merge records, oldest first (who merged what, when, why; split or not)."""
+        return [{k: native(v) for k, v in r.items()}
+                for r in self.store.read(LIST_MERGES, {"tenant": self._tenant(tenant)})]
+
+    def merge_candidates(self, tenant: str, *, limit: int = 50) -> list[MergeCandidate]:
+        """Pairs of entities that may be one, best first, with the reasons (see
+        :func:`sgam.graph.candidates.candidate_steps`). Nothing is merged."""
+        tenant = self._tenant(tenant)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+            raise InvalidDelta(f"limit must be a whole number from 1 to 1000, not {limit!r}")
+        return self.store.inspect(lambda: candidate_steps(tenant, limit))
+
 
 class AsyncMemoryGraph(_Queries):
     """The async twin of :class:`MemoryGraph`, for agents on asyncio."""
@@ -1127,3 +1192,6 @@ class _Blocking:
 
     def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         return self._wait(self._graph.query(name, **params))
+
+    def inspect(self, make_steps: Callable[[], Any]) -> Any:
+        return self._wait(self._graph.store.inspect(make_steps))
