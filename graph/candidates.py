@@ -11,10 +11,12 @@ evidence                score  when
 ``same alias``          1.0    a name, id or alias of one is (as an alias key) one of the other's
 ``same email``          0.95   both hold the same e-mail address as a fact value believed now
 ``email matches name``  0.7    the words of an e-mail's local part (an id, alias or value) are the
-                               words of the other's name or id (``ada.lovelace@...`` and ``Ada Lovelace``)
+                               words of the other's name, id or an alias (``ada.lovelace@...`` and
+                               ``Ada Lovelace``)
 ``name words``          0.6    the words of one's name are some of the other's (``Ada``, ``Ada Lovelace``)
-``full-text``           ≤ 0.5  Lucene finds the other by the one's name (``sgam_entity_name``),
-                               its score relative to the best hit, halved
+``full-text``           ≤ 0.5  Lucene finds the other by the one's name (``sgam_entity_name``; only
+                               for a name of its own, not an id), its score relative to the best
+                               hit, halved
 ``embedding``           ≤ 0.8  both have entity embeddings (``sgam embed``) with cosine ≥ 0.9
 ======================  =====  ======================================================================
 
@@ -106,13 +108,15 @@ class _Entity:
     names: frozenset[str]  # the words of its name (or id)
     emails: frozenset[str]
     locals: list[frozenset[str]]
+    named: bool  # a name of its own, not its id (a relation's target is named by its id)
 
 
 def _entity(row: dict[str, Any]) -> _Entity:
     keys = {k for k in (alias_key(row["id"]), alias_key(row["name"] or ""), *row["aliases"]) if k}
     emails = frozenset(e.strip().casefold() for e in row["emails"] if _EMAIL.match(e.strip()))
     return _Entity(row["id"], row["type"], frozenset(keys), _tokens(row["name"]) or _tokens(row["id"]), emails,
-                   _local_tokens([row["id"], *row["aliases"], *row["emails"]]))
+                   _local_tokens([row["id"], *row["aliases"], *row["emails"]]),
+                   bool(row["name"]) and row["name"] != row["id"])
 
 
 def _evidence(x: _Entity, y: _Entity) -> dict[str, float]:
@@ -121,7 +125,7 @@ def _evidence(x: _Entity, y: _Entity) -> dict[str, float]:
         found["same alias"] = 1.0
     if x.emails & y.emails:
         found["same email"] = 0.95
-    if any(local == other.names or local == _tokens(other.id)
+    if any(local == other.names or any(local == _tokens(k) for k in other.keys)
            for one, other in ((x, y), (y, x)) for local in one.locals):
         found["email matches name"] = 0.7
     if x.names and y.names and x.names != y.names and (x.names <= y.names or y.names <= x.names):
@@ -147,7 +151,7 @@ def candidate_steps(tenant: str, limit: int = 50) -> Generator[Statement, Record
         for a, b in combinations(sorted(ids), 2):
             if (a, b) not in pairs and entities[a].type == entities[b].type:
                 pairs[(a, b)] = _evidence(entities[a], entities[b])
-    queries = [{"id": e.id, "text": _query(e)} for e in entities.values() if e.names]
+    queries = [{"id": e.id, "text": _query(e)} for e in entities.values() if e.named and e.names]
     hits = (yield Statement(FULLTEXT, {"tenant": tenant, "queries": queries})) if queries else []
     best: dict[str, float] = {}
     for hit in hits:

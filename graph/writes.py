@@ -107,7 +107,7 @@ CALL () {
   OPTIONAL MATCH (t:Tombstone {tenant_id: s.tenant_id, subject: s.id})
     USING INDEX t:Tombstone(tenant_id, subject)
   RETURN collect({tenant_id: s.tenant_id, id: s.id, type: e.type, forgotten_at: t.forgotten_at,
-                  eid: elementId(e)}) AS entities
+                  eid: elementId(e), merged_into: e.merged_into}) AS entities
 }
 CALL () {
   UNWIND $mentions AS m
@@ -412,11 +412,13 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tu
     stored_types = {(r["tenant_id"], r["id"]): r["type"] for r in entities if r["type"]}
     known.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in entities if r["eid"])
     forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
+    merged = {(r["tenant_id"], r["id"]): r["merged_into"] for r in entities if r.get("merged_into")}
     kept: list[_Prepared] = []
     claimed: dict[tuple[str, str], int] = {}  # new entities typed by a kept delta of this batch
     failed: list[tuple[_Prepared, SgamError]] = []
     for p in prepared:
-        error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten)
+        error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten) \
+            or _check_merged(p, merged)
         if error is None:
             kept.append(p)
             for entity_id, wanted in zip(_entities_of(p), (p.subject_type, p.target_type)):
@@ -465,6 +467,16 @@ def _check_forgotten(p: _Prepared, occurred: dict, forgotten: dict) -> SgamError
                 f"{d.source_episode_id!r} occurred before that ({episode_time.isoformat()}), so it "
                 "cannot bring it back"
             )
+    return None
+
+
+def _check_merged(p: _Prepared, merged: dict[tuple[str, str], str]) -> SgamError | None:
+    """An entity merged into another holds only its history (graph/merge.py): write about that one."""
+    for entity_id in _entities_of(p):
+        into = merged.get((p.delta.tenant_id, entity_id))
+        if into is not None:
+            return Conflict(f"{entity_id!r} of tenant {p.delta.tenant_id!r} was merged into {into!r}: write "
+                            f"about {into!r} (or split them first: sgam entities split)")
     return None
 
 

@@ -19,6 +19,7 @@
     sgam import-graphiti -t T ...  import a Graphiti graph from this Neo4j as SGAM facts
     sgam delete memory|episode|tenant -t T ...   delete at one grain, with --dry-run and an audit record
     sgam export-subject -t T -s S  everything stored about a subject, as JSON
+    sgam entities merge|split|alias|candidates   entity resolution, with --dry-run and a merge record
     sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
 """
 
@@ -30,6 +31,7 @@ from sgam.cli import commands  # noqa: F401  (isort: keep this order)
 from sgam.cli import bench  # noqa: F401
 from sgam.cli import ingest  # noqa: F401
 from sgam.cli import deletion  # noqa: F401
+from sgam.cli import entities  # noqa: F401
 from sgam.cli.common import app
 
 __all__ = ["app"]

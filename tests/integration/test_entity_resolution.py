@@ -3,6 +3,7 @@ forget after a merge, and candidate merges; against the real server."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -236,3 +237,34 @@ def test_merge_then_split_returns_the_original_histories(graph: MemoryGraph, fir
         (a, v) for a, v, _, end, status in before["b"] if end is None and status == "confirmed")
     assert graph.as_of(tenant, "b", valid_at="2026-12-01", known_at=merged_at, principal="*") == []
     assert graph.doctor(tenant) == []
+
+
+def test_the_cli_merges_with_a_dry_run_and_splits(env, two_adas: MemoryGraph, tenant: str) -> None:
+    from typer.testing import CliRunner
+
+    from sgam.cli import app
+
+    runner = CliRunner()
+    dry = runner.invoke(app, ["entities", "merge", "-t", tenant, "ada", "ada-lovelace", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "would merge 'ada-lovelace' into 'ada'" in dry.output and "conflict on home_city" in dry.output
+    assert two_adas.merges(tenant) == []
+    listed = runner.invoke(app, ["entities", "candidates", "-t", tenant, "--json"])
+    assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["a"] == "ada"
+    done = runner.invoke(app, ["entities", "merge", "-t", tenant, "ada", "ada-lovelace", "--yes", "--json",
+                               "--actor", "user:ops"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["merge_id"] == two_adas.merges(tenant)[0]["id"]
+    split = runner.invoke(app, ["entities", "split", "-t", tenant, "ada", "ada-lovelace", "--yes"])
+    assert split.exit_code == 0 and "split 'ada-lovelace' from 'ada'" in split.output
+    missing = runner.invoke(app, ["entities", "merge", "-t", tenant, "ada", "nobody", "--yes"])
+    assert missing.exit_code != 0 and "no entity 'nobody'" in missing.output
+
+
+def test_a_direct_write_to_a_merged_id_is_refused(two_adas: MemoryGraph, tenant: str) -> None:
+    two_adas.merge_entities(tenant, "ada", "ada-lovelace")
+    result = two_adas.write_many([MemoryDelta(tenant_id=tenant, subject="ada-lovelace", attribute="home_city",
+                                              value="Faro", valid_from=utc(2026, 8, 1), source_episode_id="e2")])
+    assert "merged into 'ada'" in result.rejected[0].message
+    with pytest.raises(MergedSubject):
+        two_adas.current(tenant, "ada-lovelace")
