@@ -27,6 +27,8 @@ from .errors import (
     UnknownSubject,
     UnknownTenant,
 )
+from .candidates import MergeCandidate
+from .merge import MergeReport
 from .models import Cardinality, Entity, Episode, EpisodeKind, Fact, MemoryDelta, Op, Status
 from .reconcile import WritePlan, reconcile
 from .schema import AttributeSpec, RetentionClass, Schema, default_schema, quote_identifier
@@ -43,6 +45,8 @@ __all__ = [
     "Fact",
     "InvalidDelta",
     "MemoryDelta",
+    "MergeCandidate",
+    "MergeReport",
     "NotAllowed",
     "NotFound",
     "Op",

@@ -26,7 +26,7 @@ merged_at, merged_by, reason, ...})`` record with what else moved, so :func:`spl
 the merge exactly: each slot's statements become what they were, minus what the merge added, plus
 what it took away (statements written to ``kept`` after the merge stay with ``kept``), and the
 slots are derived again, again at a new transaction time. Merging never happens by itself:
-:func:`candidate_steps` only proposes pairs.
+:func:`sgam.graph.candidates.candidate_steps` only proposes pairs.
 
 A merge is refused across tenants, into itself, between entities of two types, for an entity
 already merged or forgotten.
@@ -46,7 +46,9 @@ from .deletion import LOCK_SUBJECTS
 from .errors import Conflict, ForgottenSubject, NotAllowed, NotFound, SchemaViolation, UnknownSubject
 from .models import Cardinality, Fact, Status
 from .names import words
-from .reconcile import Point, WritePlan, believed_runs, points_from_rows, rederive, statement_key, value_at
+from .reconcile import (
+    Point, WritePlan, believed_runs, new_memory_id, points_from_rows, rederive, statement_key, value_at,
+)
 from .schema import Schema, value_key
 from .writes import (
     CREATE_ATTRIBUTE_FACTS, CREATE_RELATION_FACTS, INSTANTS, Records, Statement, fact_entry, fact_from_properties,
@@ -328,16 +330,16 @@ def check_merge_target(tenant: str, kept: str, dropped: str, dropped_tenant: str
         raise Conflict(f"{kept!r} cannot be merged into itself (tenant {tenant!r}): name two entities")
 
 
-def _conflicts(schema: Schema, kept: dict[tuple[str, str], _Slot], dropped: str, keep: str,
+def _conflicts(schema: Schema, slots: dict[tuple[str, str], _Slot], dropped: str, keep: str,
                derived: dict[str, list[Point]], now: datetime) -> list[dict[str, Any]]:
     """Single-valued attributes both hold now with different values, and what the union holds."""
     found = []
-    for (subject, attribute), slot in sorted(kept.items()):
-        if subject != dropped or _many(schema, attribute) or (keep, attribute) not in kept:
+    for (subject, attribute), slot in sorted(slots.items()):
+        if subject != dropped or _many(schema, attribute) or (keep, attribute) not in slots:
             continue
         spec = schema.attribute(attribute)
         rank = (lambda p: spec.rank(p.asserted_by, p.confidence, keep)) if spec.ranked else None
-        mine = value_at(believed_runs(_points(kept[(keep, attribute)], schema), False, rank), now)
+        mine = value_at(believed_runs(_points(slots[(keep, attribute)], schema), False, rank), now)
         theirs = value_at(believed_runs(_points(slot, schema), False, rank), now)
         if mine is None or theirs is None or mine.value_key == theirs.value_key:
             continue
@@ -455,7 +457,7 @@ def _move_candidates(plan: _Plan, mine: _Slot, theirs: _Slot, eid: str, schema: 
     moved = []
     for row in (r for r in theirs.rows if r.status is Status.CANDIDATE):
         joined = pending.get(row.value_key)
-        update: dict[str, Any] = {"memory_id": "m-" + os.urandom(10).hex(), "subject": mine.subject,
+        update: dict[str, Any] = {"memory_id": new_memory_id(), "subject": mine.subject,
                                   "recorded_at": now, "expired_at": None}
         if joined is not None:
             plan.retire.append(mine.row_ids[joined.memory_id])
@@ -531,7 +533,7 @@ def _restore_candidates(plan: _Plan, moved: list[dict[str, Any]], records: Recor
         for original in (m["from"], m["joined"]):
             if original in rows:
                 row = rows[original]
-                copy = row.model_copy(update={"memory_id": "m-" + os.urandom(10).hex(), "recorded_at": now,
+                copy = row.model_copy(update={"memory_id": new_memory_id(), "recorded_at": now,
                                               "expired_at": None, "expired_by_episode_id": None,
                                               "expired_by_delta_key": None})
                 _add_row(plan, vars(copy), schema, eids[row.subject])
