@@ -1,7 +1,9 @@
 """sgam.graph: the store. Fact model, schema, reconciliation, migrations and the Neo4j seam.
 
 Pure modules (``models``, ``schema``, ``reconcile``) never import the driver; ``store`` is the one
-module that executes Cypher.
+module that executes Cypher. Every operation (``writes.write_op``, ``ddl.bootstrap_op``,
+``evolution.migrate_op``, ``bulk.import_op``...) is a generator of the requests ``steps`` defines,
+which ``Store.run`` and ``AsyncStore.run`` answer, so the sync and async stores share all logic.
 
 Where Cypher lives: a ``queries/*.cypher`` file is a documented question someone may ask (named,
 typed parameters, runnable in Browser); a module-level constant is a step of an operation, next to

@@ -9,21 +9,22 @@ already names.
 
 Aliases are found three ways: ``search-entities`` searches them (full-text index
 ``sgam_entity_alias``); ingest links an episode to the entities whose alias its text names
-(:func:`alias_grams`, :data:`ALIAS_MENTIONS`); and ingest resolves a candidate's ``subject`` that
-is no entity id, or its ``subject_name``, to the one entity that alias names (:func:`resolve_steps`).
+(:func:`alias_grams`, looked up by ingest's ``LINK_AND_READ``); and ingest resolves a candidate's
+``subject`` that is no entity id, or its ``subject_name``, to the one entity that alias names
+(:func:`resolve_steps`).
 Ingest adds each accepted delta's ``subject_name`` as an alias of its subject. ``forget`` erases
 a subject's aliases with it, and the residue check finds one left behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, UnknownSubject
 from .names import words
-from .writes import Records, Statement
+from .steps import InTx, Operation, Records, Statement
 
 MAX_ALIAS_WORDS = 8
 """An alias is at most this many words (ingest looks for runs of up to this many words)."""
@@ -50,14 +51,6 @@ REMOVE_ALIASES = """
 MATCH (a:Alias {tenant_id: $tenant})-[:ALIAS_OF]->(:Entity {tenant_id: $tenant, id: $subject})
 WHERE a.key IN $keys
 DETACH DELETE a
-"""
-
-# The entities whose alias (a key among ``$grams``) a text names.
-ALIAS_MENTIONS = """
-UNWIND $grams AS gram
-MATCH (a:Alias {tenant_id: $tenant, key: gram})-[:ALIAS_OF]->(e:Entity)
-WHERE e.merged_into IS NULL
-RETURN collect(DISTINCT e.id) AS ids
 """
 
 # For each reference (a subject id or a name): the entity with that id (or, for a merged one,
@@ -110,6 +103,13 @@ def add_alias_steps(tenant: str, subject: str, names: Sequence[str], now: dateti
                        f"{found[0]['merged_into']!r}: add the alias there")
     added = yield Statement(ADD_ALIASES, {**params, "aliases": rows, "now": now, "actor": actor})
     return {r["key"]: sorted(r["others"]) for r in added}
+
+
+def add_alias_op(tenant: str, subject: str, names: Sequence[str], clock: Callable[[], datetime],
+                 actor: str) -> Operation[dict[str, list[str]]]:
+    """:func:`add_alias_steps` in one transaction, stamped with ``clock()``."""
+    others: dict[str, list[str]] = yield InTx(lambda: add_alias_steps(tenant, subject, names, clock(), actor))
+    return others
 
 
 def alias_grams(text: str) -> list[str]:

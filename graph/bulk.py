@@ -45,7 +45,8 @@ from .errors import Conflict, InvalidDelta, SchemaViolation
 from .models import MemoryDelta
 from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
-from .writes import BatchResult, DeltaResult, Records, Statement, _entities_of, _Prepared, mentions_of, prepare, \
+from .steps import Auto, InTx, Operation, Read, Records, Statement, Write
+from .writes import BatchResult, DeltaResult, entities_of, Prepared, mentions_of, prepare, \
     write_steps
 
 DEFAULT_CHUNK = 20_000
@@ -195,12 +196,12 @@ class _Entities:
             self.type_names.append(name)
             return len(self.type_names) - 1
 
-    def add(self, item: _Prepared) -> int:
+    def add(self, item: Prepared) -> int:
         """Check ``item``'s entities against their first type; returns its subject's number."""
         tenant = item.delta.tenant_id
         numbers = self.numbers.setdefault(tenant, {})
         subject = -1
-        for role, (entity_id, wanted) in enumerate(zip(_entities_of(item), (item.subject_type, item.target_type))):
+        for role, (entity_id, wanted) in enumerate(zip(entities_of(item), (item.subject_type, item.target_type))):
             code = self._type_code(wanted)  # type: ignore[arg-type]
             number = numbers.get(entity_id)
             if number is None:
@@ -229,7 +230,7 @@ def check_chunk_size(chunk_size: object) -> int:
     return chunk_size
 
 
-def prepare_all(deltas: Sequence[MemoryDelta], indices: Iterable[int], schema: Schema) -> list[_Prepared]:
+def prepare_all(deltas: Sequence[MemoryDelta], indices: Iterable[int], schema: Schema) -> list[Prepared]:
     """``writes.prepare`` for the deltas at ``indices``; raises on the first bad one, naming its position."""
     ready, rejected = prepare(deltas, schema, indices)
     if rejected:
@@ -275,11 +276,11 @@ class Fingerprint:
 
 
 def check_steps(deltas: Sequence[MemoryDelta], schema: Schema,
-                slice_size: int = DEFAULT_CHUNK) -> Generator[Statement, Records, CheckedStream]:
+                slice_size: int = DEFAULT_CHUNK) -> Operation[CheckedStream]:
     """Validate ``deltas`` slice by slice; raises on the first bad delta.
 
-    A statement generator (like ``writes.write_steps``): it yields one read per tenant and slice,
-    the slice's episode ids that are not recorded. Nothing of a delta is kept but its subject's
+    An operation of reads (``graph.steps``), each in its own transaction: one per tenant and
+    slice, the slice's episode ids that are not recorded. Nothing of a delta is kept but its subject's
     number (and its key, in the running :class:`Fingerprint`), so a lazy ``Sequence`` is never
     held in full.
     """
@@ -296,7 +297,7 @@ def check_steps(deltas: Sequence[MemoryDelta], schema: Schema,
             stream.add(item.key)
             episodes.setdefault(item.delta.tenant_id, set()).add(item.delta.source_episode_id)
         for tenant in sorted(episodes):
-            records = yield Statement(MISSING_EPISODES, {"tenant": tenant, "ids": sorted(episodes[tenant])})
+            records = yield Read(Statement(MISSING_EPISODES, {"tenant": tenant, "ids": sorted(episodes[tenant])}))
             error = missing_error(tenant, [r["id"] for r in records])
             if error is not None:
                 raise error
@@ -306,7 +307,7 @@ def check_steps(deltas: Sequence[MemoryDelta], schema: Schema,
 
 
 def plan_steps(deltas: Sequence[MemoryDelta], schema: Schema,
-               chunk_size: int = DEFAULT_CHUNK) -> Generator[Statement, Records, ImportPlan]:
+               chunk_size: int = DEFAULT_CHUNK) -> Operation[ImportPlan]:
     """:func:`check_steps`, then pack the stream into chunks of about ``chunk_size`` deltas."""
     checked = yield from check_steps(deltas, schema, chunk_size)
     return checked.pack(chunk_size)
@@ -364,7 +365,7 @@ class RunTakenOver(Conflict):
 ChunkSteps = Generator[Statement, Records, tuple[BatchResult, dict[str, int]]]
 
 
-def chunk_steps(ready: Sequence[_Prepared], schema: Schema, clock: Callable[[], datetime],
+def chunk_steps(ready: Sequence[Prepared], schema: Schema, clock: Callable[[], datetime],
                 step: RunStep, max_future: timedelta = DEFAULT_MAX_FUTURE) -> ChunkSteps:
     """One chunk's transaction: the ordinary write (its checks done by :func:`check_steps`), the
     chunk's ``MENTIONS`` links, and the run's advance past it (so a committed chunk is recorded).
@@ -444,7 +445,7 @@ class Outcomes(Sequence[DeltaResult]):
 
 @dataclass(frozen=True)
 class ImportResult(BatchResult):
-    """What :meth:`Store.import_history` did: a :class:`BatchResult` whose ``results`` are
+    """What :func:`import_op` did: a :class:`BatchResult` whose ``results`` are
     :class:`Outcomes` (one byte a delta), and how the run went.
 
     ``run`` is the id of the ``ImportRun`` (empty for an empty stream), ``chunks`` its number of
@@ -584,52 +585,27 @@ def decide(fingerprint: str, targets: Sequence[str], records: Sequence[Mapping[s
     )
 
 
-# What :func:`import_requests` asks of its driver (``Store`` / ``AsyncStore``): ``("read", Statement)``
-# is answered with the records; ``("write", make_steps)`` runs ``make_steps()`` as one write
-# transaction and is answered with its result; ``("undo", tenants)`` runs ``UNDO`` for each tenant
-# (its own transactions). A failed request is thrown back into the generator.
-ImportRequest = tuple[str, object]
-Requests = Generator[ImportRequest, object, T]
+def _undo(run: str, tenants: Sequence[str], clock: Callable[[], datetime]) -> Operation[None]:
+    yield Write(Statement(MARK_UNDOING, {"tenants": list(tenants), "run": run, "now": clock()}))
+    for tenant in tenants:
+        for statement in UNDO:  # CALL {} IN TRANSACTIONS: auto-commit
+            yield Auto(Statement(statement, {"tenant": tenant}))
 
 
-def _reads(steps: Generator[Statement, Records, T]) -> Requests[T]:
-    try:
-        statement = next(steps)
-        while True:
-            statement = steps.send((yield ("read", statement)))  # type: ignore[arg-type]
-    except StopIteration as stop:
-        return stop.value
-
-
-def _one(statement: Statement) -> Generator[Statement, Records, Records]:
-    records = yield statement
-    return records
-
-
-def _write(statement: Statement) -> Requests[Records]:
-    records = yield ("write", lambda: _one(statement))
-    return records  # type: ignore[return-value]
-
-
-def _undo(run: str, tenants: Sequence[str], clock: Callable[[], datetime]) -> Requests[None]:
-    yield from _write(Statement(MARK_UNDOING, {"tenants": list(tenants), "run": run, "now": clock()}))
-    yield ("undo", tuple(tenants))
-
-
-def _state(checked: CheckedStream) -> Requests[list[Mapping[str, Any]]]:
+def _state(checked: CheckedStream) -> Operation[list[Mapping[str, Any]]]:
     """``TENANT_STATE`` of the target tenants and of the other tenants of their unfinished runs."""
-    records: list[Mapping[str, Any]] = yield ("read", Statement(TENANT_STATE, {"tenants": list(checked.tenants)}))
+    records: list[Mapping[str, Any]] = yield Read(Statement(TENANT_STATE, {"tenants": list(checked.tenants)}))
     others = {t for r in records for run in r["runs"] for t in run["tenants"]} - set(checked.tenants)
     if others:
-        records += yield ("read", Statement(TENANT_STATE, {"tenants": sorted(others)}))
+        records += yield Read(Statement(TENANT_STATE, {"tenants": sorted(others)}))
     return records
 
 
-def _start(plan: ImportPlan, chunk_size: int, clock: Callable[[], datetime]) -> Requests[dict[str, Any]]:
+def _start(plan: ImportPlan, chunk_size: int, clock: Callable[[], datetime]) -> Operation[dict[str, Any]]:
     run = {"id": "import-" + os.urandom(8).hex(), "chunks_done": 0, "deltas_done": 0,
            "outcome_names": [], "outcome_counts": []}
     try:
-        yield from _write(Statement(START_RUN, {
+        yield Write(Statement(START_RUN, {
             "tenants": list(plan.tenants), "run": run["id"], "fingerprint": plan.fingerprint,
             "chunks": plan.chunk_count, "deltas": plan.total, "chunk_size": chunk_size, "now": clock()}))
     except Conflict as exc:  # the uniqueness of an unfinished run per tenant
@@ -640,16 +616,23 @@ def _start(plan: ImportPlan, chunk_size: int, clock: Callable[[], datetime]) -> 
     return run
 
 
-def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
-                    chunk_size: int = DEFAULT_CHUNK,
-                    on_progress: Callable[[int, int], None] | None = None,
-                    on_unfinished: OnUnfinished = "resume",
-                    max_future: timedelta = DEFAULT_MAX_FUTURE,
-                    ) -> Generator[ImportRequest, object, ImportResult]:
-    """The whole import (see the module docstring) as requests to a driver, so that the sync and
-    the async store run the same plan, checks, run record, chunks and undo."""
+def import_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
+              chunk_size: int = DEFAULT_CHUNK,
+              on_progress: Callable[[int, int], None] | None = None,
+              on_unfinished: OnUnfinished = "resume",
+              max_future: timedelta = DEFAULT_MAX_FUTURE,
+              ) -> Operation[ImportResult]:
+    """Load a whole history into tenants without entities, in chunks of whole subjects (see the
+    module docstring); on a failure the imported part is removed again and the error raised.
+
+    An import interrupted by a crash is found by the next one: ``on_unfinished="resume"``
+    continues it when the stream is the same (and refuses a different one), ``"undo"`` removes
+    it first. ``deltas`` is read twice by index (validation, then chunk by chunk) and never
+    copied, so a lazy sequence that builds each delta on access keeps memory bounded.
+    ``on_progress(done, total)`` is called after each chunk with counts of deltas.
+    """
     check_on_unfinished(on_unfinished)
-    checked = yield from _reads(check_steps(deltas, schema, chunk_size))
+    checked = yield from check_steps(deltas, schema, chunk_size)
     if not checked.total:
         return ImportResult(Outcomes(0))
     decision = decide(checked.fingerprint, checked.tenants, (yield from _state(checked)), on_unfinished)
@@ -670,13 +653,13 @@ def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callab
         for number, chunk in enumerate(plan.chunks(first), start=first):
             ready = prepare_all(deltas, chunk, schema)
             step = RunStep(run["id"], plan.tenants, number, done + len(chunk), tallies)
-            batch, tallies = yield ("write", lambda: chunk_steps(ready, schema, clock, step, max_future))  # type: ignore[misc]
+            batch, tallies = yield InTx(lambda: chunk_steps(ready, schema, clock, step, max_future))  # noqa: B023
             outcomes.record(batch.results)
             done = step.deltas_done
             del ready
             if on_progress is not None:
                 on_progress(done, plan.total)
-        finished = yield from _write(Statement(FINISH_RUN, {"tenants": list(plan.tenants), "run": run["id"],
+        finished = yield Write(Statement(FINISH_RUN, {"tenants": list(plan.tenants), "run": run["id"],
                                                             "now": clock()}))
         if finished[0]["finished"] != len(plan.tenants):
             raise RunTakenOver(f"import run {run['id']!r} into tenant(s) {_names(plan.tenants)} was finished or "
@@ -693,5 +676,5 @@ def import_requests(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callab
 
 __all__ = ["DEFAULT_CHUNK", "EARLIER", "ON_UNFINISHED", "UNDO", "CheckedStream", "Decision", "Fingerprint",
            "ImportPlan", "ImportResult", "Outcomes", "RunStep", "RunTakenOver", "check_chunk_size",
-           "check_on_unfinished", "check_steps", "chunk_steps", "decide", "import_requests", "missing_error",
+           "check_on_unfinished", "check_steps", "chunk_steps", "decide", "import_op", "missing_error",
            "occupied_error", "plan_steps", "prepare_all", "touched_error"]

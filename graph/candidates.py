@@ -33,7 +33,8 @@ from itertools import combinations
 from typing import Any
 
 from .aliases import alias_key
-from .writes import Records, Statement
+from .errors import InvalidDelta
+from .steps import InTx, Operation, Records, Statement
 
 MAX_ENTITIES = 20_000
 """The entities of one tenant looked at (the most recently updated first)."""
@@ -180,3 +181,12 @@ def candidate_steps(tenant: str, limit: int = 50) -> Generator[Statement, Record
         scored.append(MergeCandidate(a, b, entities[a].type, round(1.0 - miss, 3), reasons))
     scored.sort(key=lambda c: (-c.score, c.a, c.b))
     return scored[:limit]
+
+
+def candidates_op(tenant: str, limit: int = 50) -> Operation[list[MergeCandidate]]:
+    """:func:`candidate_steps` in one read transaction; :class:`InvalidDelta` for a ``limit``
+    that is not a whole number from 1 to 1000."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+        raise InvalidDelta(f"limit must be a whole number from 1 to 1000, not {limit!r}")
+    found: list[MergeCandidate] = yield InTx(lambda: candidate_steps(tenant, limit), read=True)
+    return found

@@ -23,7 +23,10 @@ parsing messages.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def validation_problems(exc: Any, whole: str = "(top)") -> str:
@@ -97,3 +100,12 @@ class InvalidSetting(SgamError):
 
 class ExtractionError(SgamError):
     """An extractor failed to produce a usable candidate."""
+
+
+def checked(check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``check(*args, **kwargs)``, with the ValueError of a model check (an id, an instant, a
+    value) raised as :class:`InvalidDelta`, its message unchanged."""
+    try:
+        return check(*args, **kwargs)
+    except ValueError as exc:
+        raise InvalidDelta(str(exc)) from None

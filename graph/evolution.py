@@ -4,7 +4,7 @@
 steps, in this order whatever the file's order: renames, relation-type renames, splits, retypes.
 It refuses (``SchemaViolation``, nothing applied) a version not above the stored one, a breaking
 change (``schema_diff``) that no step covers, a step naming an unknown attribute, and an unknown
-upcaster or splitter. The statements and batch generators below are run by ``Store.apply_schema``.
+upcaster or splitter. The statements and batch generators below are run by :func:`migrate_op`.
 
 What moves, and how (every tenant; ``tenant_id`` and every other property is kept):
 
@@ -37,7 +37,8 @@ fact mid-migration and agents built against the old version keep reading.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator
+import contextlib
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any
@@ -47,17 +48,13 @@ from .models import shown
 from .schema import RenameRelationStep, RenameStep, RetypeStep, Schema, SplitStep, quote_identifier
 from .schema_diff import diff
 from .transforms import splitter, upcaster
-from .writes import Records, Statement, native
+from .ddl import LATEST_SCHEMA, RECORD_SCHEMA, ddl_op
+from .steps import InTx, Operation, Read, Records, Statement, Write
+from .codec import native
 
 DEFAULT_BATCH = 1000
 KINDS = "rename, rename_relation, retype, split"
 _ORDER = {"rename": 0, "rename_relation": 1, "split": 2, "retype": 3}
-
-LATEST_SCHEMA = """
-MATCH (s:SchemaVersion {name: $name})
-RETURN s.version AS version, s.definition AS definition
-ORDER BY s.version DESC LIMIT 1
-"""
 
 GET_MIGRATION = """
 MATCH (m:SchemaMigration {id: $id})
@@ -401,7 +398,7 @@ def _check_coverage(old: Schema, new: Schema, steps: list[PlannedStep], declared
         )
 
 
-# -- batches (each one transaction, driven by Store.apply_schema) ------------------------------
+# -- batches (each one transaction, driven by migrate_op) ------------------------------------------
 
 def move_batch(plan: MigrationPlan, index: int, step: PlannedStep, new: Schema, batch: int,
                now: datetime, after: str = "") -> Generator[Statement, Records, tuple[int, str]]:
@@ -516,3 +513,87 @@ def check_values(step: PlannedStep, new: Schema, values: list[Any]) -> None:
             f"{step.attribute!r}, e.g. {'; '.join(failures[:3])}; correct those facts or use another "
             "function; nothing was applied"
         )
+
+
+def migrate_op(new: Schema, clock: Callable[[], datetime], *, dry_run: bool = False,
+               batch_size: int = DEFAULT_BATCH,
+               on_progress: Callable[[StepReport, int], None] | None = None) -> Operation[MigrationReport]:
+    """Apply schema version ``new`` with its declared migration, in bounded batches.
+
+    Every check (version, coverage, functions, every stored value) runs before anything is
+    written. ``on_progress(step, done)`` is called after each committed batch. Re-applying an
+    applied version is a no-op; a run that stopped midway resumes. The store runs under ``new``
+    once the report's status is ``applied``, ``recorded`` or ``resumed``.
+    """
+    if batch_size < 1:
+        raise SchemaViolation(f"batch_size must be at least 1, not {batch_size}")
+    latest = yield Read(Statement(LATEST_SCHEMA, {"name": new.name}))
+    old = Schema.model_validate_json(latest[0]["definition"]) if latest else None
+    plan = plan_migration(old, new)
+    report = MigrationReport(plan.id, plan.name, plan.from_version, plan.to_version,
+                             "dry-run" if dry_run else "applied",
+                             [StepReport(s.kind, s.attribute, s.to, s.function) for s in plan.steps],
+                             plan.new_rel_types, plan.aliases, plan.dual_read_until)
+    if plan.unchanged:
+        report.status = "unchanged"
+        return report
+    for step, step_report in zip(plan.steps, report.steps):
+        for source in step.sources:
+            step_report.facts += (yield Read(count_statement(step, source)))[0]["facts"]
+            if step.kind in ("retype", "split"):
+                check_values(step, new, [r["value"] for r in (yield Read(values_statement(step, source)))])
+    if dry_run:
+        return report
+    yield from ddl_op(new)
+    if not plan.steps:
+        yield from _finish(plan, new, clock)
+        report.status = "recorded"
+        return report
+    if (yield Read(Statement(GET_MIGRATION, {"id": plan.id}))):
+        report.status = "resumed"
+    yield from _run_migration(plan, new, report, batch_size, on_progress, clock)
+    return report
+
+
+def _run_migration(plan: MigrationPlan, new: Schema, report: MigrationReport, batch_size: int,
+                   on_progress: Callable[[StepReport, int], None] | None,
+                   clock: Callable[[], datetime]) -> Operation[None]:
+    yield Write(Statement(START_MIGRATION, {
+        "id": plan.id, "name": plan.name, "from_version": plan.from_version,
+        "to_version": plan.to_version, "steps": [s.label for s in plan.steps],
+        "zeros": [0] * len(plan.steps), "aliases": list(plan.aliases),
+        "dual_read_until": plan.dual_read_until, "now": clock()}))
+    try:
+        for index, (step, step_report) in enumerate(zip(plan.steps, report.steps)):
+            run = move_batch if step.kind in ("rename", "rename_relation") else convert_batch
+            step_report.facts, after = 0, ""
+            while True:
+                done, after = yield InTx(
+                    lambda: run(plan, index, step, new, batch_size, clock(), after))  # noqa: B023
+                if done:
+                    report.batches += 1
+                    step_report.facts += done
+                    if on_progress is not None:
+                        on_progress(step_report, step_report.facts)
+                if done < batch_size:
+                    break
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            yield Write(Statement(FAIL, {"id": plan.id, "error": f"{type(exc).__name__}: {exc}",
+                                         "now": clock()}))
+        raise
+    yield from _finish(plan, new, clock)
+
+
+def _finish(plan: MigrationPlan, new: Schema, clock: Callable[[], datetime]) -> Operation[None]:
+    if plan.steps:
+        touched = sorted({a for step in plan.steps for a in (step.attribute, *step.to)})
+        yield Write(Statement(DROP_LEDGERS, {"attributes": touched}))
+        yield Write(Statement(FINISH, {"id": plan.id, "steps": len(plan.steps), "name": new.name,
+                                       "version": new.version, "definition": new.definition(),
+                                       "now": clock()}))
+    else:
+        yield Write(Statement(RECORD_SCHEMA, {"name": new.name, "version": new.version,
+                                              "definition": new.definition()}))

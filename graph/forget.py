@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,7 +43,7 @@ from typing import Any
 from .deletion import DELETE_FACTS, DELETE_NODES, LOCK_SUBJECTS
 from .errors import Conflict, NotFound
 from .names import Terms, term_hash
-from .writes import Records, Statement
+from .steps import InTx, Operation, Records, Statement
 
 MIN_VALUE_CHARS = 4
 """Shorter values (``yes``, ``12``) are not searched for in text: they name nothing."""
@@ -353,3 +353,11 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
             "reason": everything.redact(reason) if reason else None, "facts": found["facts"],
         })
     return report
+
+
+def forget_op(tenant: str, subject: str, clock: Callable[[], datetime], *, dry_run: bool = False,
+              actor: str | None = None, reason: str | None = None) -> Operation[ForgetReport]:
+    """Erase ``subject`` in one transaction and leave a tombstone; a dry run reads only, in a READ
+    transaction."""
+    return (yield InTx(lambda: forget_steps(tenant, subject, clock(), dry_run=dry_run, actor=actor,
+                                            reason=reason), read=dry_run))

@@ -50,9 +50,9 @@ from .reconcile import (
     Point, WritePlan, believed_runs, new_memory_id, points_from_rows, rederive, statement_key, value_at,
 )
 from .schema import Schema, value_key
-from .writes import (
-    CREATE_ATTRIBUTE_FACTS, CREATE_RELATION_FACTS, INSTANTS, Records, Statement, fact_entry, fact_from_properties,
-)
+from .codec import INSTANTS, fact_from_properties, native
+from .steps import InTx, Operation, Read, Records, Statement
+from .writes import CREATE_ATTRIBUTE_FACTS, CREATE_RELATION_FACTS, fact_entry
 
 ENTITIES = """
 UNWIND $subjects AS id
@@ -433,6 +433,17 @@ def merge_steps(tenant: str, kept: str, dropped: str, schema: Schema, clock: Cal
     return report
 
 
+def merge_op(tenant: str, kept: str, dropped: str, schema: Schema, clock: Callable[[], datetime], *,
+             dry_run: bool = False, actor: str = "unknown", reason: str | None = None,
+             dropped_tenant: str | None = None) -> Operation[MergeReport]:
+    """:func:`merge_steps` in one transaction (a read one for a ``dry_run``); refused before any
+    read across tenants (``dropped_tenant``) or into itself."""
+    check_merge_target(tenant, kept, dropped, dropped_tenant)
+    report: MergeReport = yield InTx(lambda: merge_steps(tenant, kept, dropped, schema, clock, dry_run=dry_run,
+                                                         actor=actor, reason=reason), read=dry_run)
+    return report
+
+
 def _union(before: list[Point], added: list[Point]) -> list[Point]:
     """A set of statements: each key once (the first kept)."""
     seen: dict[str, Point] = {}
@@ -520,6 +531,20 @@ def split_steps(tenant: str, kept: str, dropped: str, schema: Schema, clock: Cal
                                     "episodes": list(merge["episodes"]), "keep": list(merge["kept_episodes"])})
     yield Statement(FINISH_SPLIT, {**params, "id": merge["id"], "now": now, "actor": actor, "reason": reason})
     return report
+
+
+def split_op(tenant: str, kept: str, dropped: str, schema: Schema, clock: Callable[[], datetime], *,
+             dry_run: bool = False, actor: str = "unknown", reason: str | None = None) -> Operation[MergeReport]:
+    """:func:`split_steps` in one transaction (a read one for a ``dry_run``)."""
+    report: MergeReport = yield InTx(lambda: split_steps(tenant, kept, dropped, schema, clock, dry_run=dry_run,
+                                                         actor=actor, reason=reason), read=dry_run)
+    return report
+
+
+def merges_op(tenant: str) -> Operation[list[dict[str, Any]]]:
+    """The tenant's merge records, oldest first (:data:`LIST_MERGES`), as Python values."""
+    rows = yield Read(Statement(LIST_MERGES, {"tenant": tenant}))
+    return [{k: native(v) for k, v in r.items()} for r in rows]
 
 
 def _restore_candidates(plan: _Plan, moved: list[dict[str, Any]], records: Records,

@@ -26,7 +26,7 @@ from typing import Any
 
 from .errors import NotFound
 from .names import term_hash
-from .writes import Records, Statement
+from .steps import Records, Statement
 
 TOMBSTONE = """
 MATCH (t:Tombstone {tenant_id: $tenant, subject: $subject})

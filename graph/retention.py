@@ -12,13 +12,13 @@ the rows are gone.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from .schema import Schema
-from .writes import Records, Statement
+from .steps import InTx, Operation, Read, Records, Statement
 
 BATCH = 2000
 
@@ -141,3 +141,32 @@ def purge_refusals_batch(tenant: str, policy: str, ttl_days: int, now: datetime,
         yield Statement(RECORD_RUN, {**params, "now": now, "facts": 0, "values": 0, "episodes": 0,
                                      "refusals": expired["removed"]})
     return int(expired["removed"])
+
+
+def purge_op(tenant: str, now: datetime, schema: Schema,
+             on_progress: Callable[[int, int], None] | None = None) -> Operation[PurgeReport]:
+    """Remove expired facts class by class in bounded transactions.
+
+    ``on_progress(done, total)`` is called after each batch.
+    """
+    report = PurgeReport(tenant, now)
+    classes = expiring_classes(schema)
+    total = 0
+    for name, (ttl, _) in classes.items():
+        total += (yield Read(count_expired(tenant, name, ttl, now)))[0]["n"]
+    for name, (ttl, also_remove) in classes.items():
+        while True:
+            removed = yield InTx(lambda: purge_batch(tenant, name, ttl, also_remove, now))  # noqa: B023
+            report.facts[name] = report.facts.get(name, 0) + removed["facts"]
+            report.values += removed["values"]
+            report.episodes += removed["episodes"]
+            if on_progress is not None:
+                on_progress(report.total_facts, total)
+            if removed["facts"] < BATCH:
+                break
+        while True:
+            refusals = yield InTx(lambda: purge_refusals_batch(tenant, name, ttl, now))  # noqa: B023
+            report.refusals += refusals
+            if refusals < BATCH:
+                break
+    return report

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .countries import iso_country
-from .errors import InvalidDelta, SchemaViolation, validation_problems
+from .errors import InvalidDelta, SchemaViolation, checked, validation_problems
 from .models import SUBJECT_READER, Cardinality, check_principal, check_value, require_aware, shown
 
 ValueType = Literal["string", "int", "float", "bool", "date", "datetime", "enum", "entity"]
@@ -499,11 +499,8 @@ def _coerce(spec: AttributeSpec, attribute: str, raw: Any) -> Any:
     kind = spec.value_type
     if raw is None:
         raise _fail(attribute, spec, raw)
-    try:
-        # A delta built without validation (model_construct, model_copy) is checked here too.
-        check_value(raw, f"value for attribute {attribute!r}")
-    except ValueError as exc:
-        raise InvalidDelta(str(exc)) from None
+    # A delta built without validation (model_construct, model_copy) is checked here too.
+    checked(check_value, raw, f"value for attribute {attribute!r}")
     if kind in ("string", "entity", "enum"):
         if not isinstance(raw, str) or not raw.strip():
             raise _fail(attribute, spec, raw)
@@ -563,10 +560,7 @@ def _as_datetime(spec: AttributeSpec, attribute: str, raw: Any) -> datetime:
             raise _fail(attribute, spec, raw, " as an ISO 8601 datetime with timezone") from None
     if not isinstance(raw, datetime):
         raise _fail(attribute, spec, raw)
-    try:
-        return require_aware(raw, f"value of {attribute!r}")
-    except ValueError as exc:
-        raise InvalidDelta(str(exc)) from None
+    return checked(require_aware, raw, f"value of {attribute!r}")
 
 
 SHIPPED = ("default", "personal-assistant", "customer-support", "customer-support-v3", "project-memory")

@@ -26,7 +26,8 @@ from typing import Any
 
 from .errors import NotFound
 from .schema import Schema
-from .writes import Records, Statement, native
+from .steps import Records, Statement
+from .codec import native
 
 _READABLE = "(%s.visible_to IS NULL OR $principal = '*' OR $principal IN %s.visible_to)"
 

@@ -29,29 +29,18 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from dataclasses import dataclass, field, replace
-from enum import Enum
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError
+from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, checked
 from .models import Cardinality, Fact, MemoryDelta, Status, check_value
 from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
 from .schema import Schema, quote_identifier
+from .codec import INSTANTS, caption, fact_from_properties, native, storable
+from .steps import InTx, Operation, Records, Statement, Steps
+from . import telemetry
 
-Records = list[dict[str, Any]]
-
-# The fact properties that are instants. The write path moves them as ISO strings and converts
-# them in Cypher: the driver's per-value temporal conversion dominated batch writes otherwise.
-INSTANTS = ("valid_from", "valid_to", "recorded_at", "expired_at", "last_confirmed_at")
 _AS_DATETIME = ", ".join(f"{k}: datetime(r.at.{k})" for k in INSTANTS)
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One Cypher statement and its parameters."""
-
-    query: str
-    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,7 +74,7 @@ class BatchResult:
         return tuple(r for r in self.results if not r.ok)
 
 
-WriteSteps = Generator[Statement, Records, BatchResult]
+WriteSteps = Steps[BatchResult]
 
 # One round trip for the checks. ``mentioned``: subjects that an episode of the batch already
 # mentions, i.e. that may see a replay (an applied delta's episode always mentions its subject).
@@ -271,7 +260,7 @@ DELETE e
 
 
 @dataclass
-class _Prepared:
+class Prepared:
     index: int
     delta: MemoryDelta
     subject_type: str
@@ -281,12 +270,12 @@ class _Prepared:
 
 
 def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
-            indices: Iterable[int] | None = None) -> tuple[list[_Prepared], list[DeltaResult]]:
+            indices: Iterable[int] | None = None) -> tuple[list[Prepared], list[DeltaResult]]:
     """Schema checks that need no database: attribute, value type, subject and target types.
 
     ``indices``: only the deltas at these positions (read by index), in that order.
     """
-    ready: list[_Prepared] = []
+    ready: list[Prepared] = []
     rejected: list[DeltaResult] = []
     chosen = enumerate(deltas) if indices is None else ((i, deltas[i]) for i in indices)
     for index, delta in chosen:
@@ -298,7 +287,7 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
             replaces = schema.coerce(delta.attribute, delta.replaces)[1] if delta.replaces is not None else ""
             if delta.subject_name is not None:
                 _check_name(delta.subject_name)
-            ready.append(_Prepared(index, delta, subject_type, target_type,
+            ready.append(Prepared(index, delta, subject_type, target_type,
                                    delta_key(delta, vkey, replaces), vkey))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
@@ -308,14 +297,11 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
 def _check_name(name: str) -> None:
     """A subject name as the store can hold it (the model checks it too, but a delta built without
     validation reaches here unchecked)."""
-    try:
-        check_value(name, "subject_name")
-    except ValueError as exc:
-        raise InvalidDelta(str(exc)) from None
+    checked(check_value, name, "subject_name")
 
 
 def write_steps(
-    prepared: Sequence[_Prepared],
+    prepared: Sequence[Prepared],
     rejected: Sequence[DeltaResult],
     schema: Schema,
     clock: Callable[[], datetime],
@@ -353,10 +339,10 @@ def write_steps(
     now = max(clock(), locked.latest) if locked.latest is not None else clock()
     creates: list[dict[str, Any]] = []
     touched: dict[str, _Touched] = {}
-    accepted: list[_Prepared] = []
+    accepted: list[Prepared] = []
     # What this batch applies for the first time: an unchanged (repeated) statement got its
     # MENTIONS links when it was applied, and must not gain one now that its target exists.
-    changed: list[_Prepared] = []
+    changed: list[Prepared] = []
     with _gc_paused():
         for item in prepared:
             result = _reconcile_one(item, locked, schema, now, creates, touched, max_future)
@@ -382,7 +368,21 @@ def write_steps(
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
-def _unused_subjects(prepared: list[_Prepared], accepted: list[_Prepared],
+def write_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
+             atomic: bool = False, max_future: timedelta = DEFAULT_MAX_FUTURE) -> Operation[BatchResult]:
+    """Reconcile and persist ``deltas`` in one transaction, traced as one write span. ``atomic``:
+    a delta the schema refuses refuses the batch before anything is sent."""
+    with telemetry.write_batch(deltas, atomic) as span:
+        ready, rejected = prepare(deltas, schema)
+        if atomic and rejected:
+            raise rejected[0].error  # type: ignore[misc]
+        result: BatchResult = yield InTx(lambda: write_steps(ready, rejected, schema, clock, atomic,
+                                                             max_future=max_future))
+        telemetry.written(span, result)
+        return result
+
+
+def _unused_subjects(prepared: list[Prepared], accepted: list[Prepared],
                      known: dict[tuple[str, str, str], str], locked: _Locked) -> list[str]:
     """Element ids of the subjects the lock step created (the check step did not find them) for
     refused deltas only."""
@@ -392,13 +392,13 @@ def _unused_subjects(prepared: list[_Prepared], accepted: list[_Prepared],
                    and ("Entity", p.delta.tenant_id, p.delta.subject) not in known})
 
 
-def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tuple[str, str, str], str],
-           mentioned: set[tuple[str, str]]) -> Generator[Statement, Records, list[_Prepared]]:
+def _check(prepared: list[Prepared], results: list[DeltaResult], known: dict[tuple[str, str, str], str],
+           mentioned: set[tuple[str, str]]) -> Generator[Statement, Records, list[Prepared]]:
     """Drop (into ``results``) the deltas that fail a stored-state check; ``known`` receives the
     element ids of the episodes and entities found, keyed ``("Episode" | "Entity", tenant, id)``,
     and ``mentioned`` the subjects (tenant, id) already mentioned by one of the batch's episodes."""
     episodes = sorted({(p.delta.tenant_id, p.delta.source_episode_id) for p in prepared})
-    wanted = sorted({(p.delta.tenant_id, entity) for p in prepared for entity in _entities_of(p)})
+    wanted = sorted({(p.delta.tenant_id, entity) for p in prepared for entity in entities_of(p)})
     pairs = sorted({(p.delta.tenant_id, p.delta.source_episode_id, p.delta.subject) for p in prepared})
     [stored] = yield Statement(CHECK_STORED, {
         "episodes": [{"tenant_id": t, "id": i} for t, i in episodes],
@@ -413,15 +413,15 @@ def _check(prepared: list[_Prepared], results: list[DeltaResult], known: dict[tu
     known.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in entities if r["eid"])
     forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
     merged = {(r["tenant_id"], r["id"]): r["merged_into"] for r in entities if r.get("merged_into")}
-    kept: list[_Prepared] = []
+    kept: list[Prepared] = []
     claimed: dict[tuple[str, str], int] = {}  # new entities typed by a kept delta of this batch
-    failed: list[tuple[_Prepared, SgamError]] = []
+    failed: list[tuple[Prepared, SgamError]] = []
     for p in prepared:
         error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten) \
             or _check_merged(p, merged)
         if error is None:
             kept.append(p)
-            for entity_id, wanted in zip(_entities_of(p), (p.subject_type, p.target_type)):
+            for entity_id, wanted in zip(entities_of(p), (p.subject_type, p.target_type)):
                 if (p.delta.tenant_id, entity_id) not in stored_types:
                     stored_types[(p.delta.tenant_id, entity_id)] = wanted
                     claimed[(p.delta.tenant_id, entity_id)] = p.index
@@ -455,11 +455,11 @@ RETURN collect(k.key) AS keys
 """
 
 
-def _check_forgotten(p: _Prepared, occurred: dict, forgotten: dict) -> SgamError | None:
+def _check_forgotten(p: Prepared, occurred: dict, forgotten: dict) -> SgamError | None:
     """A forgotten subject comes back only through an episode that occurred after it was forgotten."""
     d = p.delta
     episode_time = occurred[(d.tenant_id, d.source_episode_id)]
-    for entity_id in _entities_of(p):
+    for entity_id in entities_of(p):
         at = forgotten.get((d.tenant_id, entity_id))
         if at is not None and episode_time < at:
             return Conflict(
@@ -470,9 +470,9 @@ def _check_forgotten(p: _Prepared, occurred: dict, forgotten: dict) -> SgamError
     return None
 
 
-def _check_merged(p: _Prepared, merged: dict[tuple[str, str], str]) -> SgamError | None:
+def _check_merged(p: Prepared, merged: dict[tuple[str, str], str]) -> SgamError | None:
     """An entity merged into another holds only its history (graph/merge.py): write about that one."""
-    for entity_id in _entities_of(p):
+    for entity_id in entities_of(p):
         into = merged.get((p.delta.tenant_id, entity_id))
         if into is not None:
             return Conflict(f"{entity_id!r} of tenant {p.delta.tenant_id!r} was merged into {into!r}: write "
@@ -480,14 +480,14 @@ def _check_merged(p: _Prepared, merged: dict[tuple[str, str], str]) -> SgamError
     return None
 
 
-def _entities_of(p: _Prepared) -> list[str]:
+def entities_of(p: Prepared) -> list[str]:
     ids = [p.delta.subject]
     if p.target_type and p.delta.value is not None:
         ids.append(str(p.delta.value).strip())
     return ids
 
 
-def _check_one(p: _Prepared, present: dict, stored_types: dict, claimed: dict) -> SgamError | None:
+def _check_one(p: Prepared, present: dict, stored_types: dict, claimed: dict) -> SgamError | None:
     """The stored-state checks of one delta; ``stored_types`` also holds the types of new entities
     that an earlier delta of the batch (``claimed``: its index) gave them."""
     d = p.delta
@@ -502,7 +502,7 @@ def _check_one(p: _Prepared, present: dict, stored_types: dict, claimed: dict) -
             f"both a {p.subject_type} and a {p.target_type}: an entity has one type"
         )
     roles = (("subject", p.subject_type), ("target", p.target_type))
-    for entity_id, (role, expected) in zip(_entities_of(p), roles):
+    for entity_id, (role, expected) in zip(entities_of(p), roles):
         stored = stored_types.get((d.tenant_id, entity_id))
         if stored is not None and stored != expected:
             by = claimed.get((d.tenant_id, entity_id))
@@ -530,7 +530,7 @@ class _Locked:
     node_ids: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
-def _lock_and_read(prepared: list[_Prepared], schema: Schema, now: datetime,
+def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime,
                    mentioned: set[tuple[str, str]]) -> Generator[Statement, Records, _Locked]:
     """Lock the subjects (creating new ones) and read the believed rows of their slots, and the
     already-applied keys of the batch for the ``mentioned`` subjects (the only ones that can see
@@ -650,7 +650,7 @@ class _Touched:
     expired: tuple[str, str] | None = None  # (episode, delta key) that retired it
 
 
-def _reconcile_one(item: _Prepared, locked: _Locked, schema: Schema, now: datetime,
+def _reconcile_one(item: Prepared, locked: _Locked, schema: Schema, now: datetime,
                    creates: list[dict[str, Any]], touched: dict[str, _Touched],
                    max_future: timedelta) -> DeltaResult:
     delta = item.delta
@@ -733,7 +733,7 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
     return _Rows(updates, attribute_rows, relation_rows, ledgers, subjects)
 
 
-def _persist(prepared: list[_Prepared], locked: _Locked, rows: _Rows, schema: Schema,
+def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Schema,
              now: datetime, mentions: bool = True) -> Generator[Statement, Records, None]:
     if rows.subjects:
         yield Statement(TOUCH_SUBJECTS, {"subjects": rows.subjects, "now": now})
@@ -814,14 +814,14 @@ def _many(schema: Schema, attribute: str) -> bool:
     return spec is not None and spec.cardinality is Cardinality.MANY
 
 
-def mentions_of(prepared: Sequence[_Prepared]) -> list[dict[str, str]]:
+def mentions_of(prepared: Sequence[Prepared]) -> list[dict[str, str]]:
     """The ``MENTIONS`` links of ``prepared``: each (episode, entity) pair once, sorted."""
     pairs = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
-             for p in prepared for entity in _entities_of(p)}
+             for p in prepared for entity in entities_of(p)}
     return [{"tenant_id": t, "episode": e, "entity": s} for t, e, s in sorted(pairs)]
 
 
-def _private_episodes(prepared: list[_Prepared], schema: Schema) -> list[dict[str, Any]]:
+def _private_episodes(prepared: list[Prepared], schema: Schema) -> list[dict[str, Any]]:
     """The source episodes of private deltas, each with the readers every such delta allows."""
     readers: dict[tuple[str, str], list[str]] = {}
     for p in prepared:
@@ -836,7 +836,7 @@ def fact_entry(row: Fact, eid: str, schema: Schema) -> dict[str, Any]:
     """The parameter row that creates ``row`` under the subject with element id ``eid``:
     for :data:`CREATE_RELATION_FACTS` when ``row.kind`` is ``relation``, else for
     :data:`CREATE_ATTRIBUTE_FACTS`."""
-    stored, instants = _storable(vars(row))  # the fields, as model_dump() gives them
+    stored, instants = storable(vars(row))  # the fields, as model_dump() gives them
     # The relationship type comes from the schema (checked there like every identifier).
     entry: dict[str, Any] = {"tenant_id": row.tenant_id, "eid": eid, "rel_type": schema.rel_type(row.attribute),
                              "props": stored, "at": instants}
@@ -845,79 +845,17 @@ def fact_entry(row: Fact, eid: str, schema: Schema) -> dict[str, Any]:
     else:
         # One value node per subject and value: versions that repeat a value share it, and
         # no two subjects ever lock the same value node (shared ones deadlocked batches).
-        entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}", caption=_caption(row.value))
+        entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}", caption=caption(row.value))
     return entry
-
-
-def _caption(value: Any) -> str:
-    return value.isoformat() if isinstance(value, (date, datetime)) else str(value)
-
-
-def _storable(props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | None]]:
-    """Neo4j properties, and the instants apart as ISO strings (converted in Cypher).
-
-    Enums become their values and tuples lists; a ``None`` property is not stored.
-    """
-    out: dict[str, Any] = {}
-    instants: dict[str, str | None] = {}
-    for key, value in props.items():
-        if key in _INSTANT_KEYS:
-            instants[key] = None if value is None else value.astimezone(timezone.utc).isoformat()
-        elif value is None or type(value) in _PLAIN:
-            out[key] = value
-        elif isinstance(value, Enum):
-            out[key] = value.value
-        elif isinstance(value, tuple):
-            out[key] = list(value)
-        elif isinstance(value, datetime):
-            out[key] = value.astimezone(timezone.utc)
-        else:
-            out[key] = value
-    return out, instants
-
-
-_INSTANT_KEYS = frozenset(INSTANTS)
-_PLAIN = (str, int, float, bool, list, date)
-
-
-def fact_from_properties(props: dict[str, Any]) -> Fact:
-    """A :class:`Fact` from relationship properties as the driver returns them.
-
-    Instants may come typed or as ISO strings (the write path and the API queries read them as
-    strings, which is much cheaper for the driver); a date or datetime ``value`` likewise.
-    """
-    data = {key: value.to_native() if hasattr(value, "to_native") else value
-            for key, value in props.items()}
-    value = data.get("value")
-    if isinstance(value, str) and data.get("value_type") in ("date", "datetime"):
-        data["value"] = (date.fromisoformat(value) if data["value_type"] == "date"
-                         else datetime.fromisoformat(value))
-    if isinstance(data.get("value"), datetime):
-        data["value"] = data["value"].astimezone(timezone.utc)
-    return Fact.model_validate(data)
-
-
-def native(value: Any) -> Any:
-    """Driver temporal types to Python's (``neo4j.time.DateTime`` -> ``datetime`` in UTC)."""
-    to_native = getattr(value, "to_native", None)
-    if to_native is not None:
-        value = to_native()
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        # The driver hands back a named "UTC" zone; Neo4j orders a named-zone DateTime apart
-        # from an offset one at the same instant, so every stored instant uses the +00:00 offset.
-        return value.astimezone(timezone.utc)
-    if isinstance(value, list):
-        return [native(v) for v in value]
-    return value
 
 
 __all__ = [
     "BatchResult",
     "DeltaResult",
-    "Statement",
-    "fact_from_properties",
-    "native",
+    "Prepared",
+    "entities_of",
     "mentions_of",
     "prepare",
+    "write_op",
     "write_steps",
 ]

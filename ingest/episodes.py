@@ -7,7 +7,7 @@ store. Rules shared by all of them:
 * content is at most :data:`~sgam.graph.models.MAX_EPISODE_BYTES` (100 kB) of UTF-8 and not blank;
 * without an ``id`` the episode gets ``ep-`` + the first 24 hex digits of its content hash, so
   handing over the same thing twice names the same episode (recording deduplicates by hash anyway,
-  see :mod:`sgam.graph.episodes`).
+  see :mod:`sgam.graph.recording`).
 
 Bad input raises :class:`~sgam.graph.errors.InvalidDelta` with a message naming the problem.
 """

@@ -4,8 +4,8 @@
 
 1. record the raw episode first (deduplicated by content hash: a duplicate is processed under the
    id it is already stored as), so nothing said is lost if a later step fails;
-2. link it to the known entities it mentions (entity ids that appear in its text) and read their
-   current values, which every extractor gets to compare against;
+2. link it to the known entities it mentions (entity ids, or aliases, that appear in its text)
+   and read their current values, which every extractor gets to compare against;
 3. run each extractor; a terminal :class:`~sgam.graph.errors.ExtractionError` is quarantined
    (stage ``extract``), a transient one is raised for the caller or worker to retry;
 4. fill each candidate's implied fields from the episode (:func:`~sgam.ingest.extract.implied_fields`)
@@ -13,6 +13,11 @@
 5. write the valid ones through ``write_many``, the same path as every other write; whatever
    the schema or reconciliation refuses is quarantined with the reason (stage ``write``);
 6. mark the episode ``done``.
+
+Each step is an operation of ``graph.steps`` (``ingest_op``, ``process_op``...) run by a store, so
+the sync and the async graph run the same pipeline: the extractors, which may block on a model,
+are :class:`~sgam.graph.steps.Blocking` work (the async store runs them in a thread), and every
+write goes through ``graph.batches.write_many_op``, as ``write_many`` does.
 
 Candidates must cite their own episode and tenant. Everything is idempotent: processing an episode
 again writes nothing new (delta keys) and stores no second quarantine entry (entry ids).
@@ -35,21 +40,27 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from sgam.graph import recording
 from sgam.graph.aliases import (
-    ALIAS_MENTIONS, MAX_ALIAS_WORDS, add_alias_steps, alias_grams, alias_key, resolve_steps,
+    MAX_ALIAS_WORDS, add_alias_steps, alias_grams, alias_key, resolve_steps,
 )
-from sgam.graph.episodes import Recorded
+from sgam.graph.batches import write_many_op
+from sgam.graph.recording import Recorded
 from sgam.graph.errors import ExtractionError, InvalidDelta, SgamError, StoreUnavailable, validation_problems
-from sgam.graph.models import ALL_PRINCIPALS, Episode, EpisodeKind, MemoryDelta
+from sgam.graph.models import Episode, EpisodeKind, MemoryDelta
 from sgam.graph.schema import Schema
-from sgam.graph.writes import BatchResult, DeltaResult, Records, Statement, native
+from sgam.graph.steps import Blocking, InTx, Operation, Read, Records, Statement
+from sgam.graph.store import Store
+from sgam.graph.codec import native
+from sgam.graph.writes import BatchResult, DeltaResult
 
 from . import quarantine as q
 from .extract import REFUSED_KEY, CurrentState, Extractor, RawCandidate, implied_fields
@@ -61,10 +72,19 @@ MAX_MENTION_TOKENS = 5000
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}")
 _EXPLICIT = re.compile(r"^\W*(please\s+)?remember\b", re.IGNORECASE)
 
+# The entities an episode mentions: by id (``$ids``), or by an alias (``$grams``, its word runs).
 LINK_AND_READ = """
 MATCH (ep:Episode {tenant_id: $tenant, id: $episode})
-UNWIND $ids AS id
-MATCH (e:Entity {tenant_id: $tenant, id: id})
+CALL () {
+  UNWIND $ids AS id
+  MATCH (e:Entity {tenant_id: $tenant, id: id})
+  RETURN e
+  UNION
+  UNWIND $grams AS gram
+  MATCH (:Alias {tenant_id: $tenant, key: gram})-[:ALIAS_OF]->(e:Entity)
+  WHERE e.merged_into IS NULL
+  RETURN e
+}
 MERGE (ep)-[:MENTIONS]->(e)
 WITH e
 OPTIONAL MATCH (e)-[f]->()
@@ -96,17 +116,13 @@ RETURN e {.tenant_id, .id, .content, .kind, .actor, .session_id, .occurred_at} A
 """
 
 
-class Graph(Protocol):
-    """What the pipeline needs of :class:`sgam.MemoryGraph`."""
+class Target(Protocol):
+    """What the pipeline's operations need of the store that runs them (a ``Store`` or an
+    ``AsyncStore``): the schema, clock and future bound it writes under."""
 
     schema: Schema
-    store: Any
-
-    def clock(self) -> datetime: ...
-
-    def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False) -> BatchResult: ...
-
-    def query(self, name: str, **params: Any) -> list[dict[str, Any]]: ...
+    clock: Callable[[], datetime]
+    max_future: timedelta
 
 
 class StructuredDeltas:
@@ -123,7 +139,7 @@ class StructuredDeltas:
                        for d in deltas]
 
     def extract(self, episode: Episode, current: CurrentState) -> Sequence[RawCandidate]:
-        return [dict(d) if isinstance(d, Mapping) else d for d in self.deltas]  # type: ignore[misc]
+        return [dict(d) if isinstance(d, Mapping) else d for d in self.deltas]
 
 
 @dataclass(frozen=True)
@@ -172,12 +188,9 @@ def mention_tokens(text: str) -> list[str]:
 
 
 def _link_steps(episode: Episode, now: datetime) -> Generator[Statement, Records, tuple[list[str], dict]]:
-    # Entities are mentioned by id, or by an alias (a name of up to a few words).
-    [aliased] = yield Statement(ALIAS_MENTIONS, {"tenant": episode.tenant_id,
-                                                 "grams": alias_grams(episode.content)})
-    ids = sorted({*mention_tokens(episode.content), *aliased["ids"]})
     rows = yield Statement(LINK_AND_READ, {"tenant": episode.tenant_id, "episode": episode.id,
-                                           "ids": ids, "now": now})
+                                           "ids": mention_tokens(episode.content),
+                                           "grams": alias_grams(episode.content), "now": now})
     mentions: list[str] = []
     current: dict[tuple[str, str], Any] = {}
     for row in rows:
@@ -196,16 +209,29 @@ def _done_steps(episode: Episode, now: datetime, written: int,
                                 "written": written, "quarantined": quarantined})
 
 
-def record(graph: Graph, episode: Episode, *, queue: bool = False) -> tuple[Episode, Recorded]:
+def record_op(target: Target, episode: Episode, *,
+              queue: bool = False) -> Operation[tuple[Episode, Recorded]]:
     """Store the raw episode; returns it under its stored id, and what recording did."""
-    [recorded] = graph.store.record([episode], "pending" if queue else "recorded")
+    [recorded] = yield from recording.record_op([episode], target.clock, "pending" if queue else "recorded")
     if recorded.stored_id != episode.id:
         episode = episode.model_copy(update={"id": recorded.stored_id})
     return episode, recorded
 
 
-def ingest(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (), *,
+def record(store: Store, episode: Episode, *, queue: bool = False) -> tuple[Episode, Recorded]:
+    """:func:`record_op` on a sync store."""
+    return store.run(record_op(store, episode, queue=queue))
+
+
+def ingest(store: Store, episode: Episode, extractors: Sequence[Extractor] = (), *,
            deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (), strict: bool = False) -> IngestReport:
+    """:func:`ingest_op` on a sync store."""
+    return store.run(ingest_op(store, episode, extractors, deltas=deltas, strict=strict))
+
+
+def ingest_op(target: Target, episode: Episode, extractors: Sequence[Extractor] = (), *,
+              deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (),
+              strict: bool = False) -> Operation[IngestReport]:
     """Record ``episode`` and process it now (see the module docstring); ``deltas`` are the
     agent's own candidates (the :class:`StructuredDeltas` extractor).
 
@@ -218,32 +244,39 @@ def ingest(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (),
     since a worker could only quarantine what the caller must hear about.
     """
     given = episode.id
-    episode, recorded = record(graph, episode)
+    episode, recorded = yield from record_op(target, episode)
     extractors = list(extractors)
     deltas = list(deltas)
     given_deltas = StructuredDeltas(_renamed(deltas, given, episode.id)) if deltas else None
     if given_deltas is not None:
         extractors.insert(0, given_deltas)
     try:
-        return process(graph, episode, extractors, recorded=recorded.outcome, strict=strict)
+        return (yield from process_op(target, episode, extractors, recorded=recorded.outcome, strict=strict))
     except SgamError as exc:
         if strict or not exc.transient:
             raise
-        return defer(graph, episode, given_deltas.deltas if given_deltas else None, exc, recorded.outcome)
+        return (yield from defer_op(target, episode, given_deltas.deltas if given_deltas else None, exc,
+                                    recorded.outcome))
 
 
-def defer(graph: Graph, episode: Episode, deltas: Sequence[Mapping[str, Any]] | None, error: SgamError,
+def defer(store: Store, episode: Episode, deltas: Sequence[Mapping[str, Any]] | None, error: SgamError,
           recorded: str = "existing") -> IngestReport:
+    """:func:`defer_op` on a sync store."""
+    return store.run(defer_op(store, episode, deltas, error, recorded))
+
+
+def defer_op(target: Target, episode: Episode, deltas: Sequence[Mapping[str, Any]] | None, error: SgamError,
+             recorded: str = "existing") -> Operation[IngestReport]:
     """Queue a stored episode whose real-time processing failed transiently (see the module
     docstring); ``deltas`` (the agent's own) are stored on it for the worker."""
     reason = f"{type(error).__name__}: {error}"
-    now = graph.clock()
+    now = target.clock()
     stored = q.candidate_json(list(deltas)) if deltas else None
     params = {"tenant": episode.tenant_id, "episode": episode.id, "now": now,
               "not_before": now + DEFER_BACKOFF, "error": reason, "deltas": stored}
-    readers = graph.schema.readers_of(json.loads(stored)) if stored else None
+    readers = target.schema.readers_of(json.loads(stored)) if stored else None
     try:
-        graph.store.transact(lambda: _defer_steps(params, readers))
+        yield InTx(lambda: _defer_steps(params, readers))
     except SgamError as again:
         raise StoreUnavailable(
             f"episode {episode.tenant_id}/{episode.id} is stored (raw) but could neither be processed "
@@ -259,37 +292,37 @@ def _defer_steps(params: dict[str, Any],
     yield from q.restrict_steps([(params["tenant"], params["episode"], readers)])
 
 
-def stored_deltas(text: str | None) -> list[dict[str, Any]]:
-    """The agent's deltas a deferred episode carries (its ``deltas`` property), as candidates."""
-    if not text:
-        return []
-    data = json.loads(text)
-    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
-
-
-def submit(graph: Graph, episode: Episode, extractors: Sequence[Extractor] = (), *,
+def submit(store: Store, episode: Episode, extractors: Sequence[Extractor] = (), *,
            deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (), remember: bool = False,
            strict: bool = False) -> IngestReport:
+    """:func:`submit_op` on a sync store."""
+    return store.run(submit_op(store, episode, extractors, deltas=deltas, remember=remember, strict=strict))
+
+
+def submit_op(target: Target, episode: Episode, extractors: Sequence[Extractor] = (), *,
+              deltas: Iterable[Mapping[str, Any] | MemoryDelta] = (), remember: bool = False,
+              strict: bool = False) -> Operation[IngestReport]:
     """Process now (direct deltas, ``remember``, or an explicit "remember ..." message) or queue;
-    ``strict`` as for :func:`ingest` (a queued episode has no caller to raise to: it is ignored)."""
+    ``strict`` as for :func:`ingest_op` (a queued episode has no caller to raise to: it is ignored)."""
     deltas = list(deltas)
     if deltas or remember or is_explicit_memory(episode):
-        return ingest(graph, episode, extractors, deltas=deltas, strict=strict)
-    stored, recorded = record(graph, episode, queue=True)
+        return (yield from ingest_op(target, episode, extractors, deltas=deltas, strict=strict))
+    stored, recorded = yield from record_op(target, episode, queue=True)
     return IngestReport(stored.tenant_id, stored.id, recorded.outcome, queued=True)
 
 
-def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
-            recorded: str = "existing", mark_done: bool = True, strict: bool = False) -> IngestReport:
+def process_op(target: Target, episode: Episode, extractors: Sequence[Extractor], *,
+               recorded: str = "existing", mark_done: bool = True,
+               strict: bool = False) -> Operation[IngestReport]:
     """Run steps 2-6 on an episode that is already stored under ``episode.id``; ``strict`` as
-    for :func:`ingest`."""
-    now = graph.clock()
-    mentions, current = graph.store.transact(lambda: _link_steps(episode, now))
+    for :func:`ingest_op`."""
+    now = target.clock()
+    mentions, current = yield InTx(lambda: _link_steps(episode, now))
     entries: list[q.QuarantineEntry] = []
     candidates: list[tuple[str, RawCandidate]] = []
     for extractor in extractors:
         try:
-            raw = list(extractor.extract(episode, current))
+            raw = yield Blocking(lambda: list(extractor.extract(episode, current)))  # noqa: B023
         except ExtractionError as exc:
             if exc.transient:
                 raise
@@ -297,15 +330,15 @@ def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
             continue
         candidates.extend((extractor.name, c) for c in raw)
     valid, refused = validate(episode, candidates)
-    valid = resolve_subjects(graph, episode.tenant_id, valid)
+    valid = yield from resolve_subjects(episode.tenant_id, valid)
     given: list[DeltaResult] = []
     if strict:
-        given, valid = _write_given(graph, episode, valid, refused)
+        given, valid = yield from _write_given(target, episode, valid, refused)
     entries.extend(refused)
-    result, write_refused = write(graph, episode, valid)
+    result, write_refused = yield from write(target, episode, valid)
     entries.extend(write_refused)
-    remember_names(graph, episode, valid, result)
-    graph.store.transact(lambda: q.store_steps(entries, now, graph.schema))
+    yield from remember_names(target, episode, valid, result)
+    yield InTx(lambda: q.store_steps(entries, now, target.schema))
     results = [*given, *result.results]
     report = IngestReport(
         episode.tenant_id, episode.id, recorded, candidates=len(candidates),
@@ -314,13 +347,17 @@ def process(graph: Graph, episode: Episode, extractors: Sequence[Extractor], *,
         quarantined=tuple(entries), mentions=tuple(mentions),
     )
     if mark_done:
-        graph.store.transact(lambda: _done_steps(episode, now, report.written, len(entries)))
+        yield InTx(lambda: _done_steps(episode, now, report.written, len(entries)))
     return report
 
 
-def _write_given(graph: Graph, episode: Episode, valid: list[tuple[str, dict[str, Any], MemoryDelta]],
+def _write_many(target: Target, deltas: Sequence[MemoryDelta], atomic: bool = False) -> Operation[BatchResult]:
+    return write_many_op(deltas, target.schema, target.clock, atomic=atomic, max_future=target.max_future)
+
+
+def _write_given(target: Target, episode: Episode, valid: list[tuple[str, dict[str, Any], MemoryDelta]],
                  refused: Sequence[q.QuarantineEntry]
-                 ) -> tuple[list[DeltaResult], list[tuple[str, dict[str, Any], MemoryDelta]]]:
+                 ) -> Operation[tuple[list[DeltaResult], list[tuple[str, dict[str, Any], MemoryDelta]]]]:
     """A strict ingest's given deltas, all or none: the first one that is not valid is raised
     before anything is written, and the valid ones are written in one atomic ``write_many``
     (which raises the first refusal and writes nothing). Returns their results and the
@@ -330,7 +367,7 @@ def _write_given(graph: Graph, episode: Episode, valid: list[tuple[str, dict[str
             raise InvalidDelta(f"{entry.reason} (strict ingest of episode {episode.id}: "
                                "no delta was written)")
     given = [delta for name, _, delta in valid if name == StructuredDeltas.name]
-    results = list(graph.write_many(given, atomic=True).results) if given else []
+    results = list((yield from _write_many(target, given, atomic=True)).results) if given else []
     return results, [v for v in valid if v[0] != StructuredDeltas.name]
 
 
@@ -403,12 +440,12 @@ def _foreign(episode: Episode, candidate: Mapping[str, Any]) -> str | None:
     return None
 
 
-def write(graph: Graph, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]]
-          ) -> tuple[BatchResult, list[q.QuarantineEntry]]:
+def write(target: Target, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]]
+          ) -> Operation[tuple[BatchResult, list[q.QuarantineEntry]]]:
     """Write the deltas through ``write_many``; the refused ones become quarantine entries."""
     if not valid:
         return BatchResult(()), []
-    result = graph.write_many([delta for _, _, delta in valid])
+    result = yield from _write_many(target, [delta for _, _, delta in valid])
     refused = [
         q.entry(episode.tenant_id, episode.id, valid[r.index][0], "write", r.message,
                 type(r.error).__name__, valid[r.index][1])
@@ -431,39 +468,61 @@ class QuarantineReplay:
     new_entries: list[q.QuarantineEntry] = field(default_factory=list)
 
 
-def list_quarantine(graph: Graph, tenant: str, *, status: str | None = "open",
-                    episode: str | None = None, principal: str | None = None) -> list[q.QuarantineEntry]:
-    """Quarantine entries of ``tenant`` that ``principal`` may read (as reads decide: ``None``
-    lists the shared ones only, ``"*"`` all), oldest first (``status=None``: every status)."""
-    rows = graph.query("quarantine", tenant=tenant, episode=episode, since=None, status=status,
-                       principal=principal)
+def quarantine_params(tenant: str, *, status: str | None = "open", episode: str | None = None,
+                      principal: str | None = None) -> dict[str, Any]:
+    """The named query ``quarantine``'s parameters: entries of ``tenant`` that ``principal`` may read
+    (as reads decide: ``None`` lists the shared ones only, ``"*"`` all), of ``status`` (None: every
+    status); :func:`quarantine_entries` makes its rows entries, oldest first."""
+    return {"tenant": tenant, "episode": episode, "since": None, "status": status, "principal": principal}
+
+
+def quarantine_entries(rows: Records, tenant: str) -> list[q.QuarantineEntry]:
     return [q.from_record(r, tenant) for r in reversed(rows)]
 
 
-def load_episode(graph: Graph, tenant: str, episode_id: str) -> Episode | None:
-    rows = graph.store.read(READ_EPISODE, {"tenant": tenant, "episode": episode_id})
+def list_quarantine(graph: Any, tenant: str, *, status: str | None = "open",
+                    episode: str | None = None, principal: str | None = None) -> list[q.QuarantineEntry]:
+    """The quarantine as ``graph.query`` (a ``MemoryGraph``'s) reads it; see :func:`quarantine_params`."""
+    params = quarantine_params(tenant, status=status, episode=episode, principal=principal)
+    return quarantine_entries(graph.query("quarantine", **params), tenant)
+
+
+def load_episode_op(tenant: str, episode_id: str) -> Operation[Episode | None]:
+    rows = yield Read(Statement(READ_EPISODE, {"tenant": tenant, "episode": episode_id}))
     if not rows:
         return None
     data = {k: native(v) for k, v in rows[0]["episode"].items() if v is not None}
     return Episode.model_validate(data)
 
 
-def replay_quarantine(graph: Graph, tenant: str, extractors: Sequence[Extractor] = ()) -> QuarantineReplay:
-    """Re-validate the open entries of ``tenant`` against the current schema and write those that
-    pass, marking them ``resolved``. Entries refused by an extractor (stage ``extract``) are
-    re-extracted when that extractor (by name) is among ``extractors``, e.g. after the event rules
-    changed; the candidates it now yields go through the pipeline (and may be quarantined anew)."""
+def load_episode(store: Store, tenant: str, episode_id: str) -> Episode | None:
+    """:func:`load_episode_op` on a sync store."""
+    return store.run(load_episode_op(tenant, episode_id))
+
+
+def replay_quarantine(store: Store, tenant: str, entries: Sequence[q.QuarantineEntry],
+                      extractors: Sequence[Extractor] = ()) -> QuarantineReplay:
+    """:func:`replay_quarantine_op` on a sync store."""
+    return store.run(replay_quarantine_op(store, tenant, entries, extractors))
+
+
+def replay_quarantine_op(target: Target, tenant: str, entries: Sequence[q.QuarantineEntry],
+                         extractors: Sequence[Extractor] = ()) -> Operation[QuarantineReplay]:
+    """Re-validate the open ``entries`` of ``tenant`` (every reader's, as :func:`list_quarantine`
+    lists them) against the current schema and write those that pass, marking them ``resolved``.
+    Entries refused by an extractor (stage ``extract``) are re-extracted when that extractor (by
+    name) is among ``extractors``, e.g. after the event rules changed; the candidates it now
+    yields go through the pipeline (and may be quarantined anew)."""
     report = QuarantineReplay()
-    entries = list_quarantine(graph, tenant, status="open", principal=ALL_PRINCIPALS)
-    _replay_candidates(graph, tenant, [e for e in entries if e.stage != "extract"], report)
+    yield from _replay_candidates(target, tenant, [e for e in entries if e.stage != "extract"], report)
     by_name = {x.name: x for x in extractors}
     for entry in (e for e in entries if e.stage == "extract"):
         extractor = by_name.get(entry.extractor)
-        episode = load_episode(graph, tenant, entry.episode_id) if extractor else None
+        episode = (yield from load_episode_op(tenant, entry.episode_id)) if extractor else None
         if extractor is None or episode is None:
             report.skipped.append(entry.id)
             continue
-        again = process(graph, episode, [extractor], mark_done=False)
+        again = yield from process_op(target, episode, [extractor], mark_done=False)
         refused = [e for e in again.quarantined if e.stage == "extract"]
         report.new_entries.extend(e for e in again.quarantined if e.stage != "extract")
         if any(e.id == entry.id for e in refused):
@@ -473,19 +532,20 @@ def replay_quarantine(graph: Graph, tenant: str, extractors: Sequence[Extractor]
         report.resolved.append(entry.id)
         resolution = (f"superseded by {refused[0].id}" if refused else
                       f"re-extracted: {again.candidates} candidates, {len(again.quarantined)} quarantined")
-        _mark(graph, tenant, [{"id": entry.id, "memory_ids": list(again.memory_ids),
-                               "resolution": resolution}], [])
-    _mark(graph, tenant, [], report.failing)
+        yield from _mark(target, tenant, [{"id": entry.id, "memory_ids": list(again.memory_ids),
+                                           "resolution": resolution}], [])
+    yield from _mark(target, tenant, [], report.failing)
     return report
 
 
-def _mark(graph: Graph, tenant: str, resolved: list[dict[str, Any]], failing: list[dict[str, str]]) -> None:
+def _mark(target: Target, tenant: str, resolved: list[dict[str, Any]],
+          failing: list[dict[str, str]]) -> Operation[None]:
     if resolved or failing:
-        graph.store.transact(lambda: q.replayed_steps(tenant, resolved, failing, graph.clock()))
+        yield InTx(lambda: q.replayed_steps(tenant, resolved, failing, target.clock()))
 
 
-def _replay_candidates(graph: Graph, tenant: str, entries: Sequence[q.QuarantineEntry],
-                       report: QuarantineReplay) -> None:
+def _replay_candidates(target: Target, tenant: str, entries: Sequence[q.QuarantineEntry],
+                       report: QuarantineReplay) -> Operation[None]:
     ready: list[tuple[q.QuarantineEntry, MemoryDelta]] = []
     for entry in entries:
         data = entry.candidate_data()
@@ -504,7 +564,7 @@ def _replay_candidates(graph: Graph, tenant: str, entries: Sequence[q.Quarantine
                                    "error": "InvalidDelta"})
     if not ready:
         return
-    result = graph.write_many([delta for _, delta in ready])
+    result = yield from _write_many(target, [delta for _, delta in ready])
     resolved = []
     for r in result.results:
         entry = ready[r.index][0]
@@ -513,29 +573,24 @@ def _replay_candidates(graph: Graph, tenant: str, entries: Sequence[q.Quarantine
             resolved.append({"id": entry.id, "resolution": r.outcome, "memory_ids": list(r.memory_ids)})
         else:
             report.failing.append({"id": entry.id, "reason": r.message, "error": type(r.error).__name__})
-    _mark(graph, tenant, resolved, [])
+    yield from _mark(target, tenant, resolved, [])
 
 
-__all__ = ["DEFER_BACKOFF", "IngestReport", "PROVENANCE_KEYS", "QuarantineReplay", "StructuredDeltas", "default_extractors", "defer", "ingest",
-           "is_explicit_memory", "list_quarantine", "load_episode", "mention_tokens", "process",
-           "record", "replay_quarantine", "stored_deltas", "submit", "validate", "write"]
-
-
-def resolve_subjects(graph: Graph, tenant: str, valid: list[tuple[str, dict[str, Any], MemoryDelta]]
-                     ) -> list[tuple[str, dict[str, Any], MemoryDelta]]:
+def resolve_subjects(tenant: str, valid: list[tuple[str, dict[str, Any], MemoryDelta]]
+                     ) -> Operation[list[tuple[str, dict[str, Any], MemoryDelta]]]:
     """The candidates with each ``subject`` that is no entity id but an alias of one entity (by id,
     else by ``subject_name``), or an entity merged into another, replaced by that entity's id
     (see :func:`sgam.graph.aliases.resolve_steps`)."""
     if not valid:
         return valid
     refs = [(d.subject, d.subject_name) for _, _, d in valid]
-    resolved = graph.store.inspect(lambda: resolve_steps(tenant, refs))
+    resolved = yield InTx(lambda: resolve_steps(tenant, refs), read=True)
     return [(name, raw, d.model_copy(update={"subject": resolved[(d.subject, d.subject_name)]})
              if (d.subject, d.subject_name) in resolved else d) for name, raw, d in valid]
 
 
-def remember_names(graph: Graph, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]],
-                   result: BatchResult) -> None:
+def remember_names(target: Target, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]],
+                   result: BatchResult) -> Operation[None]:
     """Each accepted delta's ``subject_name`` becomes an alias of its subject."""
     named: dict[str, list[str]] = {}
     for r in result.results:
@@ -543,8 +598,14 @@ def remember_names(graph: Graph, episode: Episode, valid: Sequence[tuple[str, di
         # A name too long to be an alias is only the entity's name.
         if r.ok and delta.subject_name and 0 < len(alias_key(delta.subject_name).split()) <= MAX_ALIAS_WORDS:
             named.setdefault(delta.subject, []).append(delta.subject_name)
-    now = graph.clock()
+    now = target.clock()
     for subject, names in sorted(named.items()):
-        graph.store.transact(lambda s=subject, n=names: add_alias_steps(episode.tenant_id, s, n, now,
-                                                                        episode.actor))
+        yield InTx(partial(add_alias_steps, episode.tenant_id, subject, names, now, episode.actor))
 
+
+__all__ = ["DEFER_BACKOFF", "IngestReport", "PROVENANCE_KEYS", "QuarantineReplay", "StructuredDeltas", "Target",
+           "default_extractors", "defer", "defer_op", "ingest", "ingest_op", "is_explicit_memory", "list_quarantine",
+           "load_episode", "load_episode_op", "mention_tokens", "process_op", "quarantine_entries",
+           "quarantine_params", "record", "record_op", "remember_names", "replay_quarantine", "replay_quarantine_op",
+           "resolve_subjects", "submit",
+           "submit_op", "validate", "write"]

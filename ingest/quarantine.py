@@ -45,7 +45,8 @@ from typing import Any
 
 from sgam.graph.models import MemoryDelta, check_id, shown
 from sgam.graph.schema import Schema
-from sgam.graph.writes import RESTRICT_EPISODES, Records, Statement
+from sgam.graph.steps import Records, Statement
+from sgam.graph.writes import RESTRICT_EPISODES
 
 STAGES = ("extract", "validate", "write")
 

@@ -34,7 +34,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sgam.graph.models import Episode
-from sgam.graph.writes import Records, Statement, native
+from sgam.graph.steps import Records, Statement
+from sgam.graph.codec import native
 
 _DUE = """((e.status = 'pending' AND (e.not_before IS NULL OR e.not_before <= $now))
        OR (e.status = 'claimed' AND e.lease_until <= $now))"""

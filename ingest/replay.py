@@ -30,14 +30,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
+from sgam.graph.batches import write_many_op
+from sgam.graph.recording import record_op
 from sgam.graph.errors import Conflict, InvalidDelta, SgamError
 from sgam.graph.models import Episode, MemoryDelta
 from sgam.graph.reconcile import delta_key
 from sgam.graph.schema import Schema
+from sgam.graph.store import Store
 from sgam.graph.writes import BatchResult, prepare
 
 from . import quarantine as q
@@ -127,19 +130,6 @@ class ReplaySummary:
             self.line_status[number] = status
 
 
-class Writer(Protocol):
-    """What a replay needs of :class:`sgam.MemoryGraph`."""
-
-    schema: Schema
-    store: Any
-    """Runs ``record(episodes)``, ``read(query, params)`` and ``transact(make_steps)``."""
-
-    def clock(self) -> datetime: ...
-
-    def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
-                   batch_size: int = ...) -> BatchResult: ...
-
-
 def _pydantic_message(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'line'}: {err['msg']}" for err in exc.errors()
@@ -193,7 +183,7 @@ def parse_lines(lines: Iterable[str | bytes]) -> Iterator[ReplayLine | LineError
             yield parsed
 
 
-def replay(writer: Writer, lines: Iterable[str | bytes], *, atomic: bool = False, chunk_lines: int = 500,
+def replay(store: Store, lines: Iterable[str | bytes], *, atomic: bool = False, chunk_lines: int = 500,
            on_progress: Callable[[int], None] | None = None) -> ReplaySummary:
     """Record each line's episode, then write its deltas; returns a :class:`ReplaySummary`.
 
@@ -213,7 +203,7 @@ def replay(writer: Writer, lines: Iterable[str | bytes], *, atomic: bool = False
     summary.line_status.update((e.number, INVALID) for e in summary.errors)
     chunks = [good] if atomic else [good[i:i + chunk_lines] for i in range(0, len(good), chunk_lines)]
     for chunk in chunks:
-        _apply_chunk(writer, chunk, atomic, summary)
+        _apply_chunk(store, chunk, atomic, summary)
         if on_progress is not None:
             on_progress(len(chunk))
     summary.errors.sort(key=lambda e: e.number)
@@ -221,7 +211,7 @@ def replay(writer: Writer, lines: Iterable[str | bytes], *, atomic: bool = False
     return summary
 
 
-def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
+def _record_episodes(store: Store, chunk: Sequence[ReplayLine], atomic: bool,
                      summary: ReplaySummary) -> list[ReplayLine]:
     """Record the chunk's episodes; lines whose episode id clashes are rejected, the rest kept.
 
@@ -235,7 +225,7 @@ def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
         clash = _reused_id(chunk)
         if clash is not None:
             raise clash
-        recorded = {(r.tenant_id, r.id): r for r in writer.store.record(episodes)}
+        recorded = {(r.tenant_id, r.id): r for r in store.run(record_op(episodes, store.clock))}
         kept = [(line, recorded[(line.episode.tenant_id, line.episode.id)]) for line in chunk]
     except Conflict as exc:
         if atomic:
@@ -243,7 +233,7 @@ def _record_episodes(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
         kept = []
         for line in chunk:
             try:
-                [one] = writer.store.record([line.episode])
+                [one] = store.run(record_op([line.episode], store.clock))
             except Conflict as conflict:
                 summary.errors.append(LineError(line.number, str(conflict)))
                 summary.line_status[line.number] = INVALID
@@ -317,11 +307,11 @@ def _items(chunk: Sequence[ReplayLine], schema: Schema) -> list[_Item]:
     return items
 
 
-def _recorded(writer: Writer, items: Sequence[_Item]) -> dict[str, _Verdict]:
+def _recorded(store: Store, items: Sequence[_Item]) -> dict[str, _Verdict]:
     """The open refusal records of the items' keys, by key."""
     statement = q.refusals_of(sorted({(i.delta.tenant_id, k) for i in items for k in i.keys}))
     return {r["key"]: _Verdict(r["line"], r["reason"], r["error"])
-            for r in writer.store.read(statement.query, statement.params)}
+            for r in store.read(statement.query, statement.params)}
 
 
 def _refused_as_before(summary: ReplaySummary, item: _Item, verdict: _Verdict) -> None:
@@ -336,23 +326,23 @@ def _retention(schema: Schema, attribute: str) -> str | None:
         return None
 
 
-def _write(writer: Writer, deltas: list[MemoryDelta], atomic: bool) -> BatchResult:
+def _write(store: Store, deltas: list[MemoryDelta], atomic: bool) -> BatchResult:
     if not deltas:
         return BatchResult(())
     try:
-        return writer.write_many(deltas, atomic=atomic)
+        return store.run(write_many_op(deltas, store.schema, store.clock, atomic=atomic, max_future=store.max_future))
     except SgamError as exc:
         if atomic:
             raise InvalidDelta(f"{exc} (atomic replay: no delta was written)") from exc
         raise
 
 
-def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
+def _apply_chunk(store: Store, chunk: Sequence[ReplayLine], atomic: bool,
                  summary: ReplaySummary) -> None:
-    items = _items(_record_episodes(writer, chunk, atomic, summary), writer.schema)
+    items = _items(_record_episodes(store, chunk, atomic, summary), store.schema)
     if not items:
         return
-    recorded = _recorded(writer, items)
+    recorded = _recorded(store, items)
     verdicts: dict[str, _Verdict | None] = {}  # a statement judged in this chunk: None = accepted
     sent: list[_Item] = []
     repeats: list[_Item] = []
@@ -369,7 +359,7 @@ def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
             verdicts[item.key] = None
             sent.append(item)
     refusals = []
-    for r in _write(writer, [item.delta for item in sent], atomic).results:
+    for r in _write(store, [item.delta for item in sent], atomic).results:
         item = sent[r.index]
         if r.ok:
             summary.outcomes[r.outcome] += 1
@@ -380,7 +370,7 @@ def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
         summary.errors.append(LineError(item.line, r.message, REFUSED))
         summary._mark(item.line, REFUSED)
         refusals.append(q.refusal(item.delta, item.key, item.line, r.message, error, item.occurred_at,
-                                  _retention(writer.schema, item.delta.attribute)))
+                                  _retention(store.schema, item.delta.attribute)))
     for item in repeats:
         verdict = verdicts[item.key]
         if verdict is None:
@@ -389,4 +379,4 @@ def _apply_chunk(writer: Writer, chunk: Sequence[ReplayLine], atomic: bool,
         else:
             _refused_as_before(summary, item, verdict)
     if refusals:
-        writer.store.transact(lambda: q.store_refusals_steps(refusals, writer.clock(), writer.schema))
+        store.transact(lambda: q.store_refusals_steps(refusals, store.clock(), store.schema))

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sgam.graph.errors import SgamError, StoreUnavailable
+from sgam.graph.store import Store
 
 from . import queue
 from .extract import Extractor
-from .pipeline import Graph, StructuredDeltas, process
+from .pipeline import StructuredDeltas, process_op
 
 log = logging.getLogger("sgam.worker")
 
@@ -86,9 +87,9 @@ def default_name() -> str:
 class Worker:
     """Processes the queue with ``extractors`` (see the module docstring)."""
 
-    def __init__(self, graph: Graph, extractors: Sequence[Extractor], options: WorkerOptions | None = None,
+    def __init__(self, store: Store, extractors: Sequence[Extractor], options: WorkerOptions | None = None,
                  name: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.graph = graph
+        self.store = store
         self.extractors = list(extractors)
         self.options = options or WorkerOptions()
         self.name = name or default_name()
@@ -114,14 +115,14 @@ class Worker:
 
     def backlog(self) -> int:
         """Episodes pending or claimed (by anyone) in this worker's scope."""
-        rows = self.graph.store.read(queue.BACKLOG, {"tenants": self.options.tenants})
+        rows = self.store.read(queue.BACKLOG, {"tenants": self.options.tenants})
         return rows[0]["n"]
 
     def run_once(self, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Claim one batch and process it; returns how many episodes were claimed."""
         o = self.options
-        started = self.graph.clock()
-        batch = self.graph.store.transact(lambda: queue.claim_steps(
+        started = self.store.clock()
+        batch = self.store.transact(lambda: queue.claim_steps(
             self.name, o.batch_size, o.lease, o.max_attempts, started, o.tenants))
         if not batch:
             return 0
@@ -142,22 +143,22 @@ class Worker:
         return len(batch)
 
     def _renew_if_due(self, rest: list[queue.Claimed], since: datetime) -> datetime:
-        now = self.graph.clock()
+        now = self.store.clock()
         if now - since < self.options.lease / 2:
             return since
         ids = [[c.episode.tenant_id, c.episode.id] for c in rest]
-        self.graph.store.run_write(queue.RENEW, {"ids": ids, "worker": self.name,
-                                           "lease_until": now + self.options.lease})
+        self.store.run_write(queue.RENEW, {"ids": ids, "worker": self.name,
+                                     "lease_until": now + self.options.lease})
         return now
 
     def _release(self, rest: list[queue.Claimed]) -> None:
         keys = [(c.episode.tenant_id, c.episode.id) for c in rest]
-        self.graph.store.transact(lambda: queue.release_steps(self.name, keys))
+        self.store.transact(lambda: queue.release_steps(self.name, keys))
 
     def _settle(self, query: str, item: queue.Claimed, **params: object) -> None:
-        ok = self.graph.store.transact(lambda: queue.settle_steps(
+        ok = self.store.transact(lambda: queue.settle_steps(
             query, tenant=item.episode.tenant_id, id=item.episode.id, worker=self.name,
-            now=self.graph.clock(), **params))
+            now=self.store.clock(), **params))
         if not ok:
             self.stats.lost += 1
             log.warning("worker %s: lease on %s/%s was taken over before it finished", self.name,
@@ -170,7 +171,7 @@ class Worker:
         if item.deltas:
             extractors = [StructuredDeltas(item.deltas), *extractors]
         try:
-            report = process(self.graph, episode, extractors, mark_done=False)
+            report = self.store.run(process_op(self.store, episode, extractors, mark_done=False))
         except SgamError as exc:
             if exc.transient and item.attempts < self.options.max_attempts:
                 wait = self.options.backoff_for(item.attempts)
@@ -178,7 +179,7 @@ class Worker:
                 log.info("worker %s: %s/%s failed transiently (%s); retry in %s", self.name,
                          episode.tenant_id, episode.id, exc, wait)
                 self._settle(queue.RETRY, item, error=f"{type(exc).__name__}: {exc}",
-                             not_before=self.graph.clock() + wait)
+                             not_before=self.store.clock() + wait)
                 return False
             self._dead_letter(item, exc)
             return True

@@ -33,17 +33,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from sgam.graph.errors import InvalidDelta, SgamError
-from sgam.graph.migrations import EMBEDDING_DIMENSIONS
+from sgam.graph.errors import InvalidDelta, SgamError, checked
+from sgam.graph.ddl import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
 from sgam.graph.schema import Schema, default_schema
-from sgam.graph.writes import Statement, fact_from_properties
+from sgam.graph.steps import Operation, Read, Statement
+from sgam.graph.codec import fact_from_properties
 
 from .embeddings import (
     INSTALL_HINT,
     Embedder,
     EmbeddingsUnavailable,
-    Steps,
     check_dimensions,
     embeddings_installed,
     require_embedder,
@@ -510,9 +510,9 @@ def _omitted_note(count: int, budget: int) -> str:
 
 # -- the read plan ---------------------------------------------------------------------------
 
-def _named(name: str, **params: Any) -> tuple[str, Statement]:
+def _named(name: str, **params: Any) -> Read:
     query = get_query(name)
-    return "read", Statement(query.text, query.bind(params))
+    return Read(Statement(query.text, query.bind(params)))
 
 
 def _parse_instant(text: str | None) -> datetime | None:
@@ -546,8 +546,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                   embedder: Embedder | None = None, question_vector: Sequence[float] | None = None,
                   schema: Schema | None = None, k: int = 8, min_score: float = 0.6, principal: str | None = None,
                   count_tokens: TokenCounter = approx_tokens, asked_at: datetime | None = None,
-                  memory_types: str | Sequence[str] | None = None) -> Steps:
-    """Read what the context needs and assemble it (a generator of ``("read", Statement)``).
+                  memory_types: str | Sequence[str] | None = None) -> Operation[Context]:
+    """Read what the context needs and assemble it (an operation of reads, see ``graph.steps``).
 
     ``expand``: ``None`` widens with everything available (vector kNN only with the embeddings
     extra, saying so in ``notes`` when it is missing); ``True`` requires vector expansion
@@ -563,12 +563,9 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     relative to ``asked_at``) sets the valid-time window, and a phrase it cannot pin down is
     reported in ``notes``. Every fact line says how old the fact is at ``now``.
     """
-    try:
-        tenant = check_tenant(tenant)
-        reference = require_aware(asked_at, "asked_at") if asked_at is not None else now
-        instant = require_aware(valid_at, "valid_at") if valid_at is not None else reference
-    except ValueError as exc:
-        raise InvalidDelta(str(exc)) from None
+    tenant = checked(check_tenant, tenant)
+    reference = checked(require_aware, asked_at, "asked_at") if asked_at is not None else now
+    instant = checked(require_aware, valid_at, "valid_at") if valid_at is not None else reference
     types = None if memory_types is None else (schema or default_schema()).check_memory_types(memory_types)
     if not isinstance(question, str) or not question.strip():
         raise InvalidDelta("question must be a non-empty string")

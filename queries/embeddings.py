@@ -20,14 +20,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from sgam.graph.errors import SgamError
-from sgam.graph.migrations import EMBEDDING_DIMENSIONS
-from sgam.graph.writes import Records, Statement
+from sgam.graph.ddl import EMBEDDING_DIMENSIONS
+from sgam.graph.steps import Operation, Read, Statement, Write
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MODEL_ENV = "SGAM_EMBEDDING_MODEL"
@@ -252,23 +252,18 @@ class EmbedReport:
         return sum(self.embedded.values())
 
 
-Step = tuple[str, Statement]   # ("read" | "write", statement)
-Steps = Generator[Step, Records, Any]
-
-
 def backfill_steps(tenant: str, embedder: Embedder, batch_size: int = 64,
-                   on_progress: Callable[[str, int, int], None] | None = None) -> Steps:
+                   on_progress: Callable[[str, int, int], None] | None = None) -> Operation[EmbedReport]:
     """Embed every node of ``tenant`` that has no vector from ``embedder``'s model yet.
 
-    A generator of ``(mode, Statement)``; the caller runs each statement (reads in READ mode,
-    writes in a write transaction) and sends the records back, so the sync and the async graph
-    share this code. ``on_progress(kind, done, total)`` is called after each batch.
+    An operation (``graph.steps``): each statement is a read in READ mode or a write in its own
+    transaction, so the sync and the async graph share this code. ``on_progress(kind, done, total)`` is called after each batch.
     """
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise SgamError(f"batch_size must be a whole number of at least 1, got {batch_size!r:.40}")
     check_dimensions(embedder)
     model = embedder.model_name
-    [counts] = yield ("read", Statement(COUNT_PENDING, {"tenant": tenant, "model": model}))
+    [counts] = yield Read(Statement(COUNT_PENDING, {"tenant": tenant, "model": model}))
     report = EmbedReport(tenant, model, pending={k: int(counts[k]) for k in KINDS})
     total = sum(report.pending.values())
     done = 0
@@ -278,13 +273,13 @@ def backfill_steps(tenant: str, embedder: Embedder, batch_size: int = 64,
         after = ""
         report.embedded[kind] = 0
         while True:
-            rows = yield ("read", Statement(PENDING[kind], {"tenant": tenant, "model": model,
+            rows = yield Read(Statement(PENDING[kind], {"tenant": tenant, "model": model,
                                                             "after": after, "batch": batch_size}))
             if not rows:
                 break
             after = rows[-1]["key"]
             vectors = embedder.embed([_text(kind, r) for r in rows])
-            written = yield ("write", Statement(WRITE[kind], {
+            written = yield Write(Statement(WRITE[kind], {
                 "tenant": tenant, "model": model,
                 "rows": [{"key": r["key"], "vector": v} for r, v in zip(rows, vectors)],
             }))
@@ -296,25 +291,3 @@ def backfill_steps(tenant: str, embedder: Embedder, batch_size: int = 64,
             if len(rows) < batch_size:
                 break
     return report
-
-
-def run_steps(store: Any, steps: Steps) -> Any:
-    """Drive a ``(mode, Statement)`` generator on a sync :class:`~sgam.graph.store.Store`."""
-    try:
-        mode, statement = next(steps)
-        while True:
-            run = store.read if mode == "read" else store.run_write
-            mode, statement = steps.send(run(statement.query, statement.params))
-    except StopIteration as stop:
-        return stop.value
-
-
-async def arun_steps(store: Any, steps: Steps) -> Any:
-    """The same on an :class:`~sgam.graph.store.AsyncStore`."""
-    try:
-        mode, statement = next(steps)
-        while True:
-            run = store.read if mode == "read" else store.run_write
-            mode, statement = steps.send(await run(statement.query, statement.params))
-    except StopIteration as stop:
-        return stop.value

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import warnings
-import zlib
 from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,26 +18,34 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished
+from sgam.graph.batches import DEFAULT_BATCH, DEFAULT_WORKERS, lane_op, lanes, merged
+from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished, import_op
 from sgam.graph.errors import (
     ForgottenSubject, InvalidDelta, MergedSubject, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
-    validation_problems,
+    checked, validation_problems,
 )
-from sgam.graph.evolution import MigrationReport, StepReport
-from sgam.graph.deletion import DeletionReport, deletion_steps, episode_steps, missing_memory, slot_steps
-from sgam.graph.aliases import add_alias_steps
-from sgam.graph.candidates import MergeCandidate, candidate_steps
-from sgam.graph.forget import ForgetReport
-from sgam.graph.merge import LIST_MERGES, MergeReport, check_merge_target, merge_steps, split_steps
+from sgam.graph.evolution import MigrationReport, StepReport, migrate_op
+from sgam.graph.deletion import (
+    DeletionReport, delete_tenant_op, deletion_steps, episode_steps, missing_memory, slot_steps,
+)
+from sgam.graph.recording import Recorded, record_op
+from sgam.graph.aliases import add_alias_op
+from sgam.graph.candidates import MergeCandidate, candidates_op
+from sgam.graph.forget import ForgetReport, forget_op
+from sgam.graph.merge import MergeReport, merge_op, merges_op, split_op
+from sgam.graph.ddl import bootstrap_op
 from sgam.graph.residue import residue_steps
-from sgam.graph.retention import PurgeReport
+from sgam.graph.retention import PurgeReport, purge_op
 from sgam.graph.models import (
-    Cardinality, Episode, Fact, MemoryDelta, Op, check_id, check_principal, check_tenant, parse_instant, utcnow,
+    ALL_PRINCIPALS, Cardinality, Episode, Fact, MemoryDelta, Op, check_id, check_principal, check_tenant, parse_instant,
+    utcnow,
 )
 from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
 from sgam.graph.store import AsyncStore, Clock, Retries, Store
 from sgam.graph.subject_access import export_steps
-from sgam.graph.writes import BatchResult, DeltaResult, Records, Statement, fact_from_properties, native
+from sgam.graph.steps import Operation, Records, Statement
+from sgam.graph.codec import fact_from_properties, native
+from sgam.graph.writes import BatchResult, DeltaResult, write_op
 from sgam.ingest.episodes import episode_from_fields
 from sgam.ingest.extract import Extractor
 from sgam.ingest.graphiti.importer import GraphitiImportReport, GraphitiMapping, import_graphiti
@@ -47,31 +54,27 @@ from sgam.ingest.pipeline import (
     QuarantineReplay,
     default_extractors,
     list_quarantine,
-    replay_quarantine,
-    submit,
+    quarantine_entries,
+    quarantine_params,
+    replay_quarantine_op,
+    submit_op,
 )
 from sgam.ingest.quarantine import QuarantineEntry
 from sgam.queries.context import Context, context_steps
-from sgam.queries.embeddings import Embedder, EmbedReport, arun_steps, backfill_steps, require_embedder, run_steps
+from sgam.queries.embeddings import Embedder, EmbedReport, backfill_steps, require_embedder
 from sgam.queries.loader import get_query
 
 from .settings import Settings
 from .settings import connection as _connection
 
-DEFAULT_BATCH = 2000
 # context_steps parameters that context() sets itself (the rest are its **options)
 CONTEXT_ARGUMENTS = {"tenant", "question", "subjects", "valid_at", "budget_tokens", "now", "schema", "principal"}
-# One lane by default. Lanes split a stream by subject, but relation targets and episodes are
-# shared between them: on the 2-core reference machine two lanes deadlocked now and then (each
-# retry waits a second or more) and wrote 1M-fact windows ~30% slower than one lane.
-DEFAULT_WORKERS = 1
-MAX_WORKERS = 64
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
 Instant = datetime | date | str
 """A time argument: an aware datetime, an ISO 8601 string with a zone, or a date (midnight UTC)."""
 
-# memory_id is unique per relationship type (graph/migrations.py), so naming every fact type of the
+# memory_id is unique per relationship type (graph/ddl.py), so naming every fact type of the
 # schema turns "which subject holds this memory_id" into one unique-index seek per type.
 SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.tenant_id = $tenant "
               "RETURN s.id AS subject")
@@ -146,59 +149,101 @@ def _paths(records: list[dict[str, Any]]) -> list[TraversalPath]:
     ]
 
 
-Chunk = tuple[list[int], list[MemoryDelta]]
-
-
-def _lanes(deltas: Sequence[MemoryDelta], size: int, atomic: bool, workers: int) -> list[list[Chunk]]:
-    """Split a write into lanes of batches that may run side by side.
-
-    A subject's deltas all go to one lane, in their original order, so every slot sees its deltas
-    in order; lanes touch disjoint subjects. Each chunk keeps the deltas' original indices.
-    """
-    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-        raise InvalidDelta(f"batch_size must be a whole number of at least 1, not {size!r:.40}")
-    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
-        raise InvalidDelta(f"workers must be a whole number from 1 to {MAX_WORKERS}, not {workers!r:.40}")
-    if atomic:
-        return [[(list(range(len(deltas))), list(deltas))]]
-    lanes: list[list[tuple[int, MemoryDelta]]] = [[] for _ in range(max(1, workers))]
-    for index, delta in enumerate(deltas):
-        lane = zlib.crc32(f"{delta.tenant_id}\x1f{delta.subject}".encode()) % len(lanes)
-        lanes[lane].append((index, delta))
-    return [
-        [([i for i, _ in lane[k:k + size]], [d for _, d in lane[k:k + size]])
-         for k in range(0, len(lane), size)]
-        for lane in lanes if lane
-    ]
-
-
-def _merge(done: Iterable[tuple[list[int], BatchResult]]) -> BatchResult:
-    results = [
-        DeltaResult(indices[r.index], r.outcome, r.memory_ids, r.message, r.error)
-        for indices, batch in done for r in batch.results
-    ]
-    return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
-
-
 class _Queries:
-    """Builds the named read queries' parameters; shared by the sync and async graphs."""
+    """Builds the named read queries' parameters and the operations; shared by the sync and async
+    graphs, which only run them (``store.run``)."""
 
     clock: Clock
     schema: Schema
+    store: Store | AsyncStore
+
+    def _write_op(self, deltas: Sequence[MemoryDelta], atomic: bool) -> Operation[BatchResult]:
+        return write_op(deltas, self.store.schema, self.store.clock, atomic, self.store.max_future)
+
+    def _lanes(self, deltas: Iterable[MemoryDelta], atomic: bool, batch_size: int,
+               workers: int) -> list[Operation[list[tuple[list[int], BatchResult]]]]:
+        """write_many's lanes (see ``graph.batches``), each one operation."""
+        return [lane_op(lane, self.store.schema, self.store.clock, atomic, self.store.max_future)
+                for lane in lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)]
+
+    def _record_op(self, episodes: Sequence[Episode], status: str = "recorded") -> Operation[list[Recorded]]:
+        return record_op(episodes, self.store.clock, status)
+
+    def _import_op(self, deltas: Iterable[MemoryDelta], chunk_size: int, on_progress: Any,
+                   on_unfinished: OnUnfinished) -> Operation[ImportResult]:
+        return import_op(import_deltas(deltas), self.store.schema, self.store.clock, chunk_size,
+                         callback_arg(on_progress, "on_progress"), on_unfinished, self.store.max_future)
+
+    def _delete_tenant_op(self, tenant: str, dry_run: bool, actor: str | None,
+                          reason: str | None) -> Operation[DeletionReport]:
+        actor_, reason = self._audit(actor, reason)
+        return delete_tenant_op(self._tenant(tenant), self.store.clock, dry_run=dry_run, actor=actor_,
+                                reason=reason)
+
+    def _forget_op(self, tenant: str, subject: str, dry_run: bool, actor: str | None,
+                   reason: str | None) -> Operation[ForgetReport]:
+        actor_, reason = self._audit(actor, reason)
+        return forget_op(self._tenant(tenant), self._id(subject, "subject"), self.store.clock,
+                         dry_run=dry_run, actor=actor_, reason=reason)
+
+    def _add_alias_op(self, tenant: str, subject: str, names: Sequence[str],
+                      actor: str | None) -> Operation[dict[str, list[str]]]:
+        actor_, _ = self._audit(actor, None)
+        return add_alias_op(self._tenant(tenant), self._id(subject, "subject"), names, self.store.clock, actor_)
+
+    def _merge_op(self, tenant: str, kept: str, dropped: str, dry_run: bool, actor: str | None,
+                  reason: str | None, dropped_tenant: str | None) -> Operation[MergeReport]:
+        actor_, reason = self._audit(actor, reason)
+        return merge_op(self._tenant(tenant), self._id(kept, "kept entity"), self._id(dropped, "dropped entity"),
+                        self.store.schema, self.store.clock, dry_run=dry_run, actor=actor_, reason=reason,
+                        dropped_tenant=None if dropped_tenant is None else self._tenant(dropped_tenant))
+
+    def _split_op(self, tenant: str, kept: str, dropped: str, dry_run: bool, actor: str | None,
+                  reason: str | None) -> Operation[MergeReport]:
+        actor_, reason = self._audit(actor, reason)
+        return split_op(self._tenant(tenant), self._id(kept, "kept entity"), self._id(dropped, "dropped entity"),
+                        self.store.schema, self.store.clock, dry_run=dry_run, actor=actor_, reason=reason)
+
+    def _purge_op(self, tenant: str, now: Instant | None, on_progress: Any) -> Operation[PurgeReport]:
+        at = instant_arg(now, "now") if now is not None else self.clock()
+        return purge_op(self._tenant(tenant), at, self.store.schema, callback_arg(on_progress, "on_progress"))
+
+    def _migrate_op(self, schema: Schema | str | Path, dry_run: bool, batch_size: int,
+                    on_progress: Any) -> tuple[Schema, Operation[MigrationReport]]:
+        new = schema if isinstance(schema, Schema) else load_schema(schema)
+        return new, migrate_op(new, self.store.clock, dry_run=dry_run, batch_size=batch_size,
+                               on_progress=on_progress)
+
+    def _migrated(self, new: Schema, report: MigrationReport) -> MigrationReport:
+        """Run under ``new`` once its migration applied (or was recorded, or finished a resumed run)."""
+        if report.status in ("applied", "recorded", "resumed"):
+            self.store.schema = self.schema = new
+        return report
+
+    def _residue(self, tenant: str, subject: str, forgotten: bool) -> Callable[[], Any]:
+        tenant, subject = self._tenant(tenant), self._id(subject, "subject")
+        return lambda: residue_steps(tenant, subject, forgotten=forgotten)
+
+    @staticmethod
+    def _stored(episode: Episode, recorded: Recorded) -> Episode:
+        return episode if recorded.stored_id == episode.id else episode.model_copy(
+            update={"id": recorded.stored_id})
+
+    def _graphiti_mapping(self, mapping: GraphitiMapping | str | Path) -> GraphitiMapping:
+        if not isinstance(mapping, (GraphitiMapping, str, Path)):
+            raise InvalidDelta(f"mapping must be a GraphitiMapping or a file path, not {mapping!r:.80}")
+        try:
+            return mapping if isinstance(mapping, GraphitiMapping) else GraphitiMapping.from_file(mapping)
+        except (OSError, ValueError) as exc:   # a path the system cannot open (NUL, lone surrogate)
+            raise InvalidDelta(f"mapping {mapping!r:.80} cannot be read: {exc}") from None
 
     @staticmethod
     def _tenant(tenant: str) -> str:
-        try:
-            return check_tenant(tenant)
-        except ValueError as exc:
-            raise InvalidDelta(str(exc)) from None
+        return checked(check_tenant, tenant)
 
     @staticmethod
     def _principal(principal: str | None) -> str | None:
-        try:
-            return check_principal(principal, reading=True)
-        except ValueError as exc:
-            raise InvalidDelta(str(exc)) from None
+        return checked(check_principal, principal, reading=True)
 
     def _slot(self, tenant: str, subject: str, attribute: str | None,
               principal: str | None) -> dict[str, Any]:
@@ -341,10 +386,7 @@ class _Queries:
 
     @staticmethod
     def _id(value: Any, what: str) -> str:
-        try:
-            return check_id(value, what)
-        except ValueError as exc:
-            raise InvalidDelta(str(exc)) from None
+        return checked(check_id, value, what)
 
     @staticmethod
     def _audit(actor: str | None, reason: str | None) -> tuple[str, str | None]:
@@ -406,10 +448,7 @@ def instant_arg(value: Instant, name: str) -> datetime:
     """A time argument as an aware UTC datetime (:func:`~sgam.graph.models.parse_instant`: ISO
     strings as the CLI takes them, a date alone is midnight UTC), or :class:`InvalidDelta`
     naming ``name`` with an example. The API and the CLI both read their times through this."""
-    try:
-        return parse_instant(value, name)
-    except ValueError as exc:
-        raise InvalidDelta(str(exc)) from None
+    return checked(parse_instant, value, name)
 
 
 def names_arg(value: Any, name: str) -> list[str]:
@@ -533,7 +572,7 @@ class MemoryGraph(_Queries):
         store.max_future = timedelta(days=settings.max_future_days)
         if bootstrap:
             try:
-                store.bootstrap()
+                store.run(bootstrap_op(store.schema, store.clock))
             except BaseException:
                 store.close()
                 raise
@@ -565,8 +604,7 @@ class MemoryGraph(_Queries):
         quarantine, run records) but its deletion records, and leave a ``(:Deletion {grain:
         'tenant'})`` record with the counts, who (``actor``) and why (``reason``). ``dry_run`` only
         counts what would go. A tenant that holds nothing gets no record (``report.empty``)."""
-        actor_, reason = self._audit(actor, reason)
-        return self.store.delete_tenant(self._tenant(tenant), dry_run=dry_run, actor=actor_, reason=reason)
+        return self.store.run(self._delete_tenant_op(tenant, dry_run, actor, reason))
 
     def delete_memory(self, tenant: str, memory_id: str | None = None, *, subject: str | None = None,
                       attribute: str | None = None, dry_run: bool = False, actor: str | None = None,
@@ -620,26 +658,21 @@ class MemoryGraph(_Queries):
         (who) and ``reason``, never what was erased; ``dry_run`` reports what would go and
         changes nothing.
         """
-        actor_, reason = self._audit(actor, reason)
-        return self.store.forget(self._tenant(tenant), self._id(subject, "subject"), dry_run=dry_run,
-                                 actor=actor_, reason=reason)
+        return self.store.run(self._forget_op(tenant, subject, dry_run, actor, reason))
 
     def purge(self, tenant: str, *, now: Instant | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
         """Remove facts whose retention class expired (TTL since last confirmation), with what the
         class says goes with them (orphaned value nodes, uncited episodes); records a PurgeRun."""
-        at = instant_arg(now, "now") if now is not None else self.clock()
-        return self.store.purge(self._tenant(tenant), at, callback_arg(on_progress, "on_progress"))
+        return self.store.run(self._purge_op(tenant, now, on_progress))
 
     def apply_schema(self, schema: Schema | str | Path, *, dry_run: bool = False, batch_size: int = 1000,
                      on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:
         """Apply a new schema version (a :class:`Schema`, a shipped name or a YAML/JSON file) with its
         declared migration, over every tenant: rename, rename_relation, split, retype; history
         included. ``dry_run`` counts and checks without writing. See :mod:`sgam.graph.evolution`."""
-        new = schema if isinstance(schema, Schema) else load_schema(schema)
-        report = self.store.apply_schema(new, dry_run=dry_run, batch_size=batch_size, on_progress=on_progress)
-        self.schema = self.store.schema
-        return report
+        new, op = self._migrate_op(schema, dry_run, batch_size, on_progress)
+        return self._migrated(new, self.store.run(op))
 
     def residue(self, tenant: str, subject: str, *, forgotten: bool = False) -> list[dict[str, Any]]:
         """What is left of ``subject`` in ``tenant``: every node, fact, property and full-text index
@@ -647,23 +680,22 @@ class MemoryGraph(_Queries):
         erasure (see :mod:`sgam.graph.residue`). With ``forgotten``, the subject must have been
         forgotten (else :class:`NotFound`); its tombstone then also lets the check find its names
         and erased values."""
-        tenant, subject = self._tenant(tenant), self._id(subject, "subject")
-        return self.store.inspect(lambda: residue_steps(tenant, subject, forgotten=forgotten))
+        return self.store.inspect(self._residue(tenant, subject, forgotten))
 
     def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
         """Store a raw episode before anything is extracted from it; returns it under its stored id.
 
         Idempotent per id; an episode whose content hash the tenant already holds is not stored
-        again and comes back with the existing episode's id (``graph.episodes``). ``speaker`` may
+        again and comes back with the existing episode's id (``graph.recording``). ``speaker`` may
         stand for ``actor``; without an ``id``, one is derived from the content hash.
         """
         episode = model_arg(episode, Episode, fields)
-        [recorded] = self.store.record([episode])
-        return episode if recorded.stored_id == episode.id else episode.model_copy(
-            update={"id": recorded.stored_id})
+        [recorded] = self.store.run(self._record_op([episode]))
+        return self._stored(episode, recorded)
 
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
-        return self.store.record_episodes(items_arg(episodes, Episode, "episodes"))
+        """Store raw episodes; returns ``{id: "created" | "existing" | "duplicate"}``."""
+        return {r.id: r.outcome for r in self.store.run(self._record_op(items_arg(episodes, Episode, "episodes")))}
 
     def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                extractors: Sequence[Extractor] | None = None, remember: bool = False,
@@ -679,7 +711,7 @@ class MemoryGraph(_Queries):
         """
         episode = model_arg(episode, Episode, fields)
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        return submit(self, episode, chosen, deltas=deltas, remember=remember, strict=strict)
+        return self.store.run(submit_op(self.store, episode, chosen, deltas=deltas, remember=remember, strict=strict))
 
     def quarantine(self, tenant: str, *, status: str | None = "open",
                    principal: str | None = None) -> list[QuarantineEntry]:
@@ -693,25 +725,21 @@ class MemoryGraph(_Queries):
     def replay_quarantine(self, tenant: str, extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
         """Re-validate open quarantine entries against the current schema; write those that pass."""
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        return replay_quarantine(self, self._tenant(tenant), chosen)
+        tenant = self._tenant(tenant)
+        entries = self.quarantine(tenant, status="open", principal=ALL_PRINCIPALS)
+        return self.store.run(replay_quarantine_op(self.store, tenant, entries, chosen))
 
     def import_graphiti(self, mapping: GraphitiMapping | str | Path, tenant: str, *,
                         group_ids: Sequence[str] | None = None, dry_run: bool = False) -> GraphitiImportReport:
         """Import the Graphiti graph in this database (its ``RELATES_TO`` facts and ``Episodic``
         episodes, optionally of ``group_ids`` only) into ``tenant`` through a mapping file or
         :class:`~sgam.ingest.graphiti.importer.GraphitiMapping`; idempotent (see that module)."""
-        if not isinstance(mapping, (GraphitiMapping, str, Path)):
-            raise InvalidDelta(f"mapping must be a GraphitiMapping or a file path, not {mapping!r:.80}")
-        try:
-            rules = mapping if isinstance(mapping, GraphitiMapping) else GraphitiMapping.from_file(mapping)
-        except (OSError, ValueError) as exc:   # a path the system cannot open (NUL, lone surrogate)
-            raise InvalidDelta(f"mapping {mapping!r:.80} cannot be read: {exc}") from None
+        rules = self._graphiti_mapping(mapping)
         return import_graphiti(self, rules, self._tenant(tenant), group_ids=group_ids, dry_run=dry_run)
 
     def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
         """Validate, reconcile and persist one delta; raises the error if it is rejected."""
-        result = self.store.write([model_arg(delta, MemoryDelta, fields)], atomic=True).results[0]
-        return result
+        return self.store.run(self._write_op([model_arg(delta, MemoryDelta, fields)], atomic=True)).results[0]
 
     def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                    batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
@@ -723,15 +751,11 @@ class MemoryGraph(_Queries):
         machine; lanes that share relation targets or episodes can deadlock, and Neo4j's
         deadlock is retried by the driver after a pause).
         """
-        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
-
-        def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
-            return [(indices, self.store.write(chunk, atomic)) for indices, chunk in lane]
-
-        if len(lanes) <= 1:
-            return _merge(run(lanes[0]) if lanes else [])
-        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-            return _merge(done for lane in pool.map(run, lanes) for done in lane)
+        ops = self._lanes(deltas, atomic, batch_size, workers)
+        if len(ops) <= 1:
+            return merged(self.store.run(ops[0]) if ops else [])
+        with ThreadPoolExecutor(max_workers=len(ops)) as pool:
+            return merged(done for lane in pool.map(self.store.run, ops) for done in lane)
 
     def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                        on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
@@ -756,8 +780,7 @@ class MemoryGraph(_Queries):
         result holds one outcome per delta (``results[i].outcome``, ``count``, ``written``), not
         the new rows' ids: at millions of deltas those would outweigh the import itself.
         """
-        return self.store.import_history(import_deltas(deltas), chunk_size, callback_arg(on_progress, "on_progress"),
-                                         on_unfinished)
+        return self.store.run(self._import_op(deltas, chunk_size, on_progress, on_unfinished))
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -874,7 +897,7 @@ class MemoryGraph(_Queries):
         unread = self._unread(context_options(options))
         if unread:
             self._require_attributes(self.store.read(UNALIASED, {"names": unread}))
-        result = run_steps(self.store, context_steps(
+        result = self.store.run(context_steps(
             tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"),
             valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal),
@@ -887,7 +910,7 @@ class MemoryGraph(_Queries):
               on_progress: Any = None) -> EmbedReport:
         """Backfill the embeddings of ``tenant``'s episodes, entities and fact statements
         (needs ``sgam[embeddings]``); ``on_progress(kind, done, total)`` after each batch."""
-        return run_steps(self.store, backfill_steps(self._tenant(tenant), require_embedder(embedder),
+        return self.store.run(backfill_steps(self._tenant(tenant), require_embedder(embedder),
                                                     batch_size, callback_arg(on_progress, "on_progress")))
 
     def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
@@ -909,16 +932,13 @@ class MemoryGraph(_Queries):
         return to_networkx(self, tenant, renamed(valid_at, as_of, "to_networkx"), known_at,
                            subjects=subjects, hops=hops, principal=principal)
 
-    # -- entity resolution (graph/aliases.py, graph/merge.py) ----------------------------------
+    # -- entity resolution (graph/aliases.py, graph/merge.py, graph/candidates.py) -------------
 
     def add_alias(self, tenant: str, subject: str, *names: str, actor: str | None = None) -> dict[str, list[str]]:
         """Give ``subject`` other names it goes by (searched by ``search-entities``, used by ingest
         to find the subject). Returns, per alias key, the other entities the alias also names:
         merge candidates, never merged by themselves."""
-        tenant, subject = self._tenant(tenant), self._id(subject, "subject")
-        actor_, _ = self._audit(actor, None)
-        now = self.clock()
-        return self.store.transact(lambda: add_alias_steps(tenant, subject, names, now, actor_))
+        return self.store.run(self._add_alias_op(tenant, subject, names, actor))
 
     def merge_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
                        actor: str | None = None, reason: str | None = None,
@@ -929,39 +949,23 @@ class MemoryGraph(_Queries):
         answers as before for both ids) and a ``(:Merge)`` record keeps who, when, why and what
         moved. ``dry_run`` reports what would change (conflicts included) and writes nothing.
         Refused across tenants (``dropped_tenant``), into itself, or between two entity types."""
-        tenant = self._tenant(tenant)
-        kept, dropped = self._id(kept, "kept entity"), self._id(dropped, "dropped entity")
-        check_merge_target(tenant, kept, dropped,
-                           None if dropped_tenant is None else self._tenant(dropped_tenant))
-        actor_, reason = self._audit(actor, reason)
-        steps = lambda: merge_steps(tenant, kept, dropped, self.schema, self.clock,  # noqa: E731
-                                    dry_run=dry_run, actor=actor_, reason=reason)
-        return self.store.inspect(steps) if dry_run else self.store.transact(steps)
+        return self.store.run(self._merge_op(tenant, kept, dropped, dry_run, actor, reason, dropped_tenant))
 
     def split_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
                        actor: str | None = None, reason: str | None = None) -> MergeReport:
         """Undo the last merge of ``dropped`` into ``kept``: both get back the statements they had
         (what was written to ``kept`` since stays with it), their aliases and episode links; the
         merge record says when and by whom it was split. ``dry_run`` writes nothing."""
-        tenant = self._tenant(tenant)
-        kept, dropped = self._id(kept, "kept entity"), self._id(dropped, "dropped entity")
-        actor_, reason = self._audit(actor, reason)
-        steps = lambda: split_steps(tenant, kept, dropped, self.schema, self.clock,  # noqa: E731
-                                    dry_run=dry_run, actor=actor_, reason=reason)
-        return self.store.inspect(steps) if dry_run else self.store.transact(steps)
+        return self.store.run(self._split_op(tenant, kept, dropped, dry_run, actor, reason))
 
     def merges(self, tenant: str) -> list[dict[str, Any]]:
         """The tenant's merge records, oldest first (who merged what, when, why; split or not)."""
-        return [{k: native(v) for k, v in r.items()}
-                for r in self.store.read(LIST_MERGES, {"tenant": self._tenant(tenant)})]
+        return self.store.run(merges_op(self._tenant(tenant)))
 
     def merge_candidates(self, tenant: str, *, limit: int = 50) -> list[MergeCandidate]:
         """Pairs of entities that may be one, best first, with the reasons (see
-        :func:`sgam.graph.candidates.candidate_steps`). Nothing is merged."""
-        tenant = self._tenant(tenant)
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
-            raise InvalidDelta(f"limit must be a whole number from 1 to 1000, not {limit!r}")
-        return self.store.inspect(lambda: candidate_steps(tenant, limit))
+        :mod:`sgam.graph.candidates`). Nothing is merged."""
+        return self.store.run(candidates_op(self._tenant(tenant), limit))
 
 
 class AsyncMemoryGraph(_Queries):
@@ -977,20 +981,18 @@ class AsyncMemoryGraph(_Queries):
                       database: str | None = None, schema: Schema | None = None,
                       settings: Settings | None = None, clock: Clock = utcnow,
                       bootstrap: bool = True) -> AsyncMemoryGraph:
+        """See :meth:`MemoryGraph.connect`."""
         settings = settings or Settings()
         uri, auth = _connection(uri, auth, settings)
-        schema = schema or default_schema()
-        if bootstrap:
-            # DDL runs once, synchronously, before the async driver takes over.
-            sync = Store.connect(uri, auth, schema, database or settings.neo4j_database, clock,
-                                 settings.neo4j_retry_seconds)
-            try:
-                sync.bootstrap()
-            finally:
-                sync.close()
-        store = await AsyncStore.connect(uri, auth, schema, database or settings.neo4j_database, clock,
-                                         settings.neo4j_retry_seconds)
+        store = await AsyncStore.connect(uri, auth, schema or default_schema(),
+                                         database or settings.neo4j_database, clock, settings.neo4j_retry_seconds)
         store.max_future = timedelta(days=settings.max_future_days)
+        if bootstrap:
+            try:
+                await store.run(bootstrap_op(store.schema, store.clock))
+            except BaseException:
+                await store.close()
+                raise
         return cls(store)
 
     async def close(self) -> None:
@@ -1008,13 +1010,50 @@ class AsyncMemoryGraph(_Queries):
         await self.close()
 
     async def record_episode(self, episode: Episode | None = None, **fields: Any) -> Episode:
+        """See :meth:`MemoryGraph.record_episode`."""
         episode = model_arg(episode, Episode, fields)
-        [recorded] = await self.store.record([episode])
-        return episode if recorded.stored_id == episode.id else episode.model_copy(
-            update={"id": recorded.stored_id})
+        [recorded] = await self.store.run(self._record_op([episode]))
+        return self._stored(episode, recorded)
 
     async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
-        return await self.store.record_episodes(items_arg(episodes, Episode, "episodes"))
+        """See :meth:`MemoryGraph.record_episodes`."""
+        recorded = await self.store.run(self._record_op(items_arg(episodes, Episode, "episodes")))
+        return {r.id: r.outcome for r in recorded}
+
+    async def delete_tenant(self, tenant: str, *, dry_run: bool = False, actor: str | None = None,
+                            reason: str | None = None) -> DeletionReport:
+        """See :meth:`MemoryGraph.delete_tenant`."""
+        return await self.store.run(self._delete_tenant_op(tenant, dry_run, actor, reason))
+
+    async def forget_subject(self, tenant: str, subject: str, *, dry_run: bool = False,
+                             actor: str | None = None, reason: str | None = None) -> ForgetReport:
+        """See :meth:`MemoryGraph.forget_subject`."""
+        return await self.store.run(self._forget_op(tenant, subject, dry_run, actor, reason))
+
+    async def purge(self, tenant: str, *, now: Instant | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> PurgeReport:
+        """See :meth:`MemoryGraph.purge`."""
+        return await self.store.run(self._purge_op(tenant, now, on_progress))
+
+    async def apply_schema(self, schema: Schema | str | Path, *, dry_run: bool = False, batch_size: int = 1000,
+                           on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:
+        """See :meth:`MemoryGraph.apply_schema`."""
+        new, op = self._migrate_op(schema, dry_run, batch_size, on_progress)
+        return self._migrated(new, await self.store.run(op))
+
+    async def residue(self, tenant: str, subject: str, *, forgotten: bool = False) -> list[dict[str, Any]]:
+        """See :meth:`MemoryGraph.residue`."""
+        return await self.store.inspect(self._residue(tenant, subject, forgotten))
+
+    async def import_graphiti(self, mapping: GraphitiMapping | str | Path, tenant: str, *,
+                              group_ids: Sequence[str] | None = None,
+                              dry_run: bool = False) -> GraphitiImportReport:
+        """See :meth:`MemoryGraph.import_graphiti` (the importer runs in a thread)."""
+        rules = self._graphiti_mapping(mapping)
+        tenant = self._tenant(tenant)
+        loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(import_graphiti, _GraphitiGraph(self, loop), rules, tenant,
+                                       group_ids=group_ids, dry_run=dry_run)
 
     async def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                      extractors: Sequence[Extractor] | None = None, remember: bool = False,
@@ -1023,42 +1062,37 @@ class AsyncMemoryGraph(_Queries):
         model and block) in a thread and every Cypher statement on this graph's async driver."""
         episode = model_arg(episode, Episode, fields)
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        deltas = list(deltas)
-        return await self._in_thread(lambda graph: submit(graph, episode, chosen, deltas=deltas,
-                                                          remember=remember, strict=strict))
+        return await self.store.run(submit_op(self.store, episode, chosen, deltas=list(deltas),
+                                              remember=remember, strict=strict))
 
     async def quarantine(self, tenant: str, *, status: str | None = "open",
                          principal: str | None = None) -> list[QuarantineEntry]:
+        """See :meth:`MemoryGraph.quarantine`."""
         tenant = self._tenant(tenant)
-        return await self._in_thread(lambda graph: list_quarantine(graph, tenant, status=status,
-                                                                   principal=principal))
+        params = quarantine_params(tenant, status=status, principal=principal)
+        return quarantine_entries(await self.query("quarantine", **params), tenant)
 
     async def replay_quarantine(self, tenant: str,
                                 extractors: Sequence[Extractor] | None = None) -> QuarantineReplay:
-        tenant = self._tenant(tenant)
+        """See :meth:`MemoryGraph.replay_quarantine`."""
         chosen = default_extractors(self.schema) if extractors is None else extractors_arg(extractors)
-        return await self._in_thread(lambda graph: replay_quarantine(graph, tenant, chosen))
-
-    async def _in_thread(self, work: Callable[[_Blocking], R]) -> R:
-        return await asyncio.to_thread(work, _Blocking(self, asyncio.get_running_loop()))
+        tenant = self._tenant(tenant)
+        entries = await self.quarantine(tenant, status="open", principal=ALL_PRINCIPALS)
+        return await self.store.run(replay_quarantine_op(self.store, tenant, entries, chosen))
 
     async def write(self, delta: MemoryDelta | None = None, **fields: Any) -> DeltaResult:
-        return (await self.store.write([model_arg(delta, MemoryDelta, fields)], atomic=True)).results[0]
+        """See :meth:`MemoryGraph.write`."""
+        return (await self.store.run(self._write_op([model_arg(delta, MemoryDelta, fields)], atomic=True))).results[0]
 
     async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                          batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
-        async def run(lane: list[Chunk]) -> list[tuple[list[int], BatchResult]]:
-            return [(indices, await self.store.write(chunk, atomic)) for indices, chunk in lane]
-
-        lanes = _lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
-        done = await asyncio.gather(*(run(lane) for lane in lanes))
-        return _merge(item for lane in done for item in lane)
+        done = await asyncio.gather(*(self.store.run(op) for op in self._lanes(deltas, atomic, batch_size, workers)))
+        return merged(item for lane in done for item in lane)
 
     async def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                              on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """See :meth:`MemoryGraph.import_history`."""
-        return await self.store.import_history(import_deltas(deltas), chunk_size,
-                                               callback_arg(on_progress, "on_progress"), on_unfinished)
+        return await self.store.run(self._import_op(deltas, chunk_size, on_progress, on_unfinished))
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """See :meth:`MemoryGraph.query`."""
@@ -1143,7 +1177,7 @@ class AsyncMemoryGraph(_Queries):
         unread = self._unread(context_options(options))
         if unread:
             self._require_attributes(await self.store.read(UNALIASED, {"names": unread}))
-        result = await arun_steps(self.store, context_steps(
+        result = await self.store.run(context_steps(
             tenant, question, subjects=None if subjects is None else names_arg(subjects, "subjects"),
             valid_at=instant, budget_tokens=budget_tokens,
             now=self.clock(), schema=self.schema, principal=self._principal(principal),
@@ -1154,7 +1188,7 @@ class AsyncMemoryGraph(_Queries):
 
     async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
                     on_progress: Any = None) -> EmbedReport:
-        return await arun_steps(self.store, backfill_steps(
+        return await self.store.run(backfill_steps(
             self._tenant(tenant), require_embedder(embedder), batch_size, callback_arg(on_progress, "on_progress")))
 
     async def traverse(self, tenant: str, subject: str, relations: Sequence[str], *,
@@ -1163,10 +1197,53 @@ class AsyncMemoryGraph(_Queries):
         return _paths(await self.query("traverse", **self._traverse(tenant, subject, relations, valid_at,
                                                                     known_at, principal)))
 
+    async def timeline(self, tenant: str, subject: str, attribute: str | None = None, *,
+                       principal: str | None = None) -> Any:
+        """See :meth:`MemoryGraph.timeline`."""
+        from .timeline import figure
 
-class _Blocking:
-    """A blocking face of an :class:`AsyncMemoryGraph` for the (synchronous) ingest pipeline, used
-    from a worker thread: each store call runs on the graph's event loop and is waited for."""
+        return figure(await self.history(tenant, subject, attribute, principal=principal), subject,
+                      now=self.clock())
+
+    async def to_networkx(self, tenant: str, valid_at: Instant | None = None, known_at: Instant | None = None,
+                          subjects: Sequence[str] | None = None, hops: int = 1,
+                          principal: str | None = None, *, as_of: Instant | None = None) -> Any:
+        """See :meth:`MemoryGraph.to_networkx`."""
+        from .export import subgraph, subgraph_params
+
+        params = subgraph_params(self, tenant, renamed(valid_at, as_of, "to_networkx"), known_at,
+                                 subjects=subjects, hops=hops, principal=principal)
+        return subgraph(await self.query("subgraph", **params), params)
+
+    async def add_alias(self, tenant: str, subject: str, *names: str,
+                        actor: str | None = None) -> dict[str, list[str]]:
+        """See :meth:`MemoryGraph.add_alias`."""
+        return await self.store.run(self._add_alias_op(tenant, subject, names, actor))
+
+    async def merge_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                             actor: str | None = None, reason: str | None = None,
+                             dropped_tenant: str | None = None) -> MergeReport:
+        """See :meth:`MemoryGraph.merge_entities`."""
+        return await self.store.run(self._merge_op(tenant, kept, dropped, dry_run, actor, reason, dropped_tenant))
+
+    async def split_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                             actor: str | None = None, reason: str | None = None) -> MergeReport:
+        """See :meth:`MemoryGraph.split_entities`."""
+        return await self.store.run(self._split_op(tenant, kept, dropped, dry_run, actor, reason))
+
+    async def merges(self, tenant: str) -> list[dict[str, Any]]:
+        """See :meth:`MemoryGraph.merges`."""
+        return await self.store.run(merges_op(self._tenant(tenant)))
+
+    async def merge_candidates(self, tenant: str, *, limit: int = 50) -> list[MergeCandidate]:
+        """See :meth:`MemoryGraph.merge_candidates`."""
+        return await self.store.run(candidates_op(self._tenant(tenant), limit))
+
+
+class _GraphitiGraph:
+    """What the (synchronous) Graphiti importer asks of a graph, for an :class:`AsyncMemoryGraph`
+    seen from a worker thread: each call runs on the graph's event loop and is waited for. The
+    importer reads a whole foreign graph and maps it in Python, so it runs off the loop."""
 
     def __init__(self, graph: AsyncMemoryGraph, loop: asyncio.AbstractEventLoop) -> None:
         self._graph = graph
@@ -1178,20 +1255,11 @@ class _Blocking:
     def _wait(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def transact(self, make_steps: Callable[[], Any]) -> Any:
-        return self._wait(self._graph.store.transact(make_steps))
-
     def read(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._wait(self._graph.store.read(query, params))
+        return self._wait(self._graph.store.read(query, params))  # type: ignore[no-any-return]
 
-    def record(self, episodes: Sequence[Episode], status: str = "recorded") -> list[Any]:
-        return self._wait(self._graph.store.record(episodes, status))
+    def run(self, op: Operation[R]) -> R:
+        return self._wait(self._graph.store.run(op))  # type: ignore[no-any-return]
 
-    def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False) -> BatchResult:
-        return self._wait(self._graph.write_many(list(deltas), atomic=atomic))
-
-    def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        return self._wait(self._graph.query(name, **params))
-
-    def inspect(self, make_steps: Callable[[], Any]) -> Any:
-        return self._wait(self._graph.store.inspect(make_steps))
+    def write_many(self, deltas: Iterable[MemoryDelta], *, workers: int = DEFAULT_WORKERS) -> BatchResult:
+        return self._wait(self._graph.write_many(list(deltas), workers=workers))  # type: ignore[no-any-return]

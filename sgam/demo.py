@@ -49,7 +49,7 @@ def naive_text_memory(episodes: list[dict[str, Any]], question: str) -> dict[str
 
 def _load(graph: MemoryGraph, resource: str) -> ReplaySummary:
     lines = (files("sgam") / "resources" / resource).read_text(encoding="utf-8").splitlines()
-    return replay(graph, lines)
+    return replay(graph.store, lines)
 
 
 def _one(facts: list[Fact]) -> Fact | None:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import networkx as nx
 
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 
 from .api import Instant, MemoryGraph, instant_arg, names_arg, optional_instant, renamed
 
@@ -82,16 +82,29 @@ def to_networkx(graph: MemoryGraph, tenant: str, valid_at: Instant | None = None
     attribute keeps its name so that readers of exported files do not break), ``known_at``,
     ``subjects``, ``hops``. ``as_of=`` is the deprecated old name of ``valid_at``.
     """
-    tenant = graph._tenant(tenant)
+    params = subgraph_params(graph, tenant, valid_at, known_at, subjects, hops, principal, as_of=as_of)
+    return subgraph(graph.query("subgraph", **params), params)
+
+
+def subgraph_params(graph: Any, tenant: str, valid_at: Instant | None = None,
+                    known_at: Instant | None = None, subjects: Iterable[str] | str | None = None,
+                    hops: int = 1, principal: str | None = None, *,
+                    as_of: Instant | None = None) -> dict[str, Any]:
+    """The ``subgraph`` query's parameters for :func:`to_networkx` (shared with the async graph)."""
     when = renamed(valid_at, as_of, "to_networkx")
-    valid_at = graph.clock() if when is None else instant_arg(when, "valid_at")
-    known_at = optional_instant(known_at, "known_at")
-    seeds = None if subjects is None else names_arg(subjects, "subjects")
-    records = graph.query("subgraph", tenant=tenant, valid_at=valid_at, known_at=known_at,
-                          subjects=seeds, hops=hops, principal=principal)
-    result = nx.MultiDiGraph(tenant=tenant, as_of=native(valid_at),
+    return {"tenant": graph._tenant(tenant),
+            "valid_at": graph.clock() if when is None else instant_arg(when, "valid_at"),
+            "known_at": optional_instant(known_at, "known_at"),
+            "subjects": None if subjects is None else names_arg(subjects, "subjects"),
+            "hops": hops, "principal": principal}
+
+
+def subgraph(records: list[dict[str, Any]], params: dict[str, Any]) -> nx.MultiDiGraph:
+    """The ``subgraph`` query's records as a MultiDiGraph, its attributes the question."""
+    known_at = params["known_at"]
+    result = nx.MultiDiGraph(tenant=params["tenant"], as_of=native(params["valid_at"]),
                              known_at=None if known_at is None else native(known_at),
-                             subjects=seeds, hops=hops)
+                             subjects=params["subjects"], hops=params["hops"])
     for record in records:
         source = _node(result, record["subject"])
         fact = record["fact"]

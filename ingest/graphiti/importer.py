@@ -50,6 +50,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sgam.graph.recording import record_op
 from sgam.graph.errors import SchemaViolation, validation_problems
 from sgam.graph.models import (
     MAX_EPISODE_BYTES,
@@ -61,7 +62,7 @@ from sgam.graph.models import (
     check_tenant,
 )
 from sgam.graph.schema import Schema
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 
 from sgam.ingest.graphiti.extractor import slug_id, utc
 
@@ -362,7 +363,7 @@ def import_graphiti(graph: Any, mapping: GraphitiMapping, tenant: str, *,
         report.deltas = len(planned)
         return report
     stored: dict[str, str] = {}
-    for recorded in graph.store.record(episodes) if episodes else ():
+    for recorded in graph.store.run(record_op(episodes, graph.clock)) if episodes else ():
         report.episodes[recorded.outcome] += 1
         stored[recorded.id] = recorded.stored_id
     deltas = [p.delta.model_copy(update={"source_episode_id": stored.get(p.delta.source_episode_id,

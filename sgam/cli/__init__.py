@@ -14,13 +14,17 @@
     sgam forget -t T -s S          erase a subject completely, leaving a tombstone
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
     sgam demo                      the seed example, side by side with a naive text memory
-    sgam bench [scale|replay|locomo|baseline]   benchmarks: SGAM vs raw Cypher, text memory and Graphiti
+    sgam bench [scale|replay|locomo|baseline|service]   benchmarks: SGAM vs raw Cypher, text memory, Graphiti
     sgam ingest FILE... -t T       record episodes, process them now or queue them
     sgam import-graphiti -t T ...  import a Graphiti graph from this Neo4j as SGAM facts
     sgam delete memory|episode|tenant -t T ...   delete at one grain, with --dry-run and an audit record
     sgam export-subject -t T -s S  everything stored about a subject, as JSON
     sgam entities merge|split|alias|candidates   entity resolution, with --dry-run and a merge record
     sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
+    sgam serve                     the memory service: HTTP API under /v1 and MCP at /mcp
+    sgam mcp                       the MCP server on stdio (what desktop clients launch)
+    sgam keys create|list|revoke   the service's API keys (tenant, principal, scope)
+    sgam tools --format F          tool definitions from the schema (openai, anthropic, mcp)
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from sgam.cli import commands  # noqa: F401  (isort: keep this order)
 from sgam.cli import bench  # noqa: F401
 from sgam.cli import ingest  # noqa: F401
 from sgam.cli import deletion  # noqa: F401
+from sgam.cli import service  # noqa: F401
 from sgam.cli import entities  # noqa: F401
 from sgam.cli.common import app
 

@@ -261,7 +261,7 @@ def replay(
     ) as progress:
         task = progress.add_task("replay", total=sum(1 for line in lines if line.strip()
                                                       and not line.lstrip().startswith(b"#")))
-        summary = run_replay(graph, lines, atomic=atomic,
+        summary = run_replay(graph.store, lines, atomic=atomic,
                              on_progress=lambda n: progress.advance(task, n))
         retries = graph.retries
     report = {

@@ -17,7 +17,7 @@ from rich.table import Table
 from sgam.api import instant_arg
 from sgam.graph.errors import ForgottenSubject, SgamError, StoreUnavailable, UnknownAttribute, UnknownSubject, UnknownTenant
 from sgam.graph.store import Retries
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 
 # Plain help (typer's documented rich_markup_mode=None, for every sub-app too): typer 0.29's Rich
 # help panel prints a type after every option, "<bool>" after flags that take no value, where its

@@ -122,14 +122,14 @@ def ingest_command(
         for item in (x for x in parsed if isinstance(x, Item)):
             try:
                 if mode == "now":
-                    report = ingest(graph, item.episode, chosen, deltas=item.deltas)
+                    report = ingest(graph.store, item.episode, chosen, deltas=item.deltas)
                 elif mode == "queue" and not item.deltas:
-                    stored, recorded = record(graph, item.episode, queue=True)
+                    stored, recorded = record(graph.store, item.episode, queue=True)
                     rows.append({"source": item.source, "episode": stored.id,
                                  "recorded": recorded.outcome, "queued": True})
                     continue
                 else:
-                    report = submit(graph, item.episode, chosen, deltas=item.deltas,
+                    report = submit(graph.store, item.episode, chosen, deltas=item.deltas,
                                     remember=item.remember)
             except SgamError as exc:
                 if exc.transient:
@@ -202,7 +202,7 @@ def worker_command(
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with MemoryGraph.connect(schema=loaded) as graph:
-            worker = Worker(graph, _extractors(extractor, loaded, events), options, name=name)
+            worker = Worker(graph.store, _extractors(extractor, loaded, events), options, name=name)
             err.print(f"worker {worker.name} started (batch {batch}, lease {lease:g}s"
                       f"{', tenants ' + ', '.join(tenant) if tenant else ''})", highlight=False)
             stats = worker.run(until_idle=until_idle, max_batches=max_batches,

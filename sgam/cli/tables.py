@@ -14,7 +14,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from sgam.graph.schema import AttributeSpec, Schema
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 
 Row = dict[str, Any]
 # Interval ends are paired into one window column: valid_from + valid_to -> valid.

@@ -448,7 +448,7 @@ def own_demo(neo4j_connection: tuple[str, tuple[str, str]]) -> Iterator[str]:
             for line in (files("sgam") / "resources" / resource).read_text(encoding="utf-8").splitlines():
                 if line.strip() and not line.startswith("#"):
                     lines.append(json.dumps({**json.loads(line), "tenant_id": tenant}))
-            summary = replay(graph, lines)
+            summary = replay(graph.store, lines)
             assert not summary.errors, summary.errors
         if HAVE_MODEL:
             graph.embed(tenant)

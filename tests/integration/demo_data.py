@@ -21,9 +21,9 @@ def demo_lines(resource: str, tenant: str) -> list[str]:
 def replay_demo(graph: MemoryGraph, tenant: str) -> datetime:
     """Replay demo.jsonl then demo-correction.jsonl, as `sgam demo` does; returns an instant
     between the two (what the store believed before the Lisbon correction)."""
-    first = replay(graph, demo_lines("demo.jsonl", tenant))
+    first = replay(graph.store, demo_lines("demo.jsonl", tenant))
     assert not first.errors, first.errors
     before_correction = utcnow()
-    second = replay(graph, demo_lines("demo-correction.jsonl", tenant))
+    second = replay(graph.store, demo_lines("demo-correction.jsonl", tenant))
     assert not second.errors, second.errors
     return before_correction

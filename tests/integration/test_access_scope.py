@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from sgam import InvalidDelta, MemoryDelta, MemoryGraph, SchemaViolation, UnknownSubject
-from sgam.graph.migrations import EMBEDDING_DIMENSIONS
+from sgam.graph.ddl import EMBEDDING_DIMENSIONS
 from sgam.graph.schema import Schema, default_schema
 from sgam.queries.loader import load_queries
 

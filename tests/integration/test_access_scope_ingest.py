@@ -103,8 +103,8 @@ def stage(graph: MemoryGraph, tenant: str, data: Sequence[Row], marker: str) -> 
             delta["confidence"] = 5
         if path == "queued":
             # A real-time write that failed transiently: queued with the agent's deltas on it.
-            stored, _ = record(graph, said)
-            defer(graph, stored, [delta], StoreUnavailable("Neo4j went away"))
+            stored, _ = record(graph.store, said)
+            defer(graph.store, stored, [delta], StoreUnavailable("Neo4j went away"))
             queued = True
             continue
         report = graph.ingest(said, deltas=[delta], extractors=[])
@@ -112,7 +112,7 @@ def stage(graph: MemoryGraph, tenant: str, data: Sequence[Row], marker: str) -> 
     if queued:
         # The worker polls until the deferred episodes' short backoff has passed, then dead-letters them.
         options = WorkerOptions(tenant=tenant, max_attempts=1, backoff=timedelta(0), poll=0.05)
-        stats = Worker(graph, [Unreadable()], options).run(until_idle=True)
+        stats = Worker(graph.store, [Unreadable()], options).run(until_idle=True)
         assert stats.failed == sum(1 for p, _, _ in data if p == "queued")
     return tokens
 
@@ -209,8 +209,8 @@ def test_cli_lists_quarantine_and_queue_as_a_principal(env: None, graph: MemoryG
     [entry] = graph.ingest(said, extractors=[], deltas=[
         {"subject": "ada", "attribute": "date_of_birth", "value": "1990-02-31"}]).quarantined
     later = ep.message(tenant, "ada: born 1990-02-30", speaker="user:ada", occurred_at=EPOCH, id="e2")
-    stored, _ = record(graph, later)
-    defer(graph, stored, [{"subject": "ada", "attribute": "date_of_birth", "value": "1990-02-30"}],
+    stored, _ = record(graph.store, later)
+    defer(graph.store, stored, [{"subject": "ada", "attribute": "date_of_birth", "value": "1990-02-30"}],
           StoreUnavailable("Neo4j went away"))
     runner = CliRunner()
     for extra, shown in (([], False), (["--as", "user:bob"], False), (["--as", "user:ada"], True),
@@ -237,7 +237,7 @@ def test_entries_stored_before_they_carried_readers_are_stamped_on_upgrade(
         graph: MemoryGraph, tenant: str, neo4j_connection) -> None:
     """An upgraded store: entries written without ``visible_to`` get their attribute's readers
     (and their episode is restricted) the first time a graph connects after the upgrade."""
-    from sgam.graph.store import QUARANTINE_READERS
+    from sgam.graph.ddl import QUARANTINE_READERS
 
     private = {"tenant_id": tenant, "subject": "c1", "attribute": "secret_note", "value": 17}
     shared = {"tenant_id": tenant, "subject": "c1", "attribute": "nickname", "value": 17}

@@ -328,7 +328,7 @@ def test_async_import_history_matches_the_sync_one(neo4j_connection: tuple[str, 
 
     async def scenario() -> BatchResult:
         async with await AsyncMemoryGraph.connect(uri, auth) as agraph:
-            await agraph.store.record(async_w.episodes)
+            await agraph.record_episodes(async_w.episodes)
             result = await agraph.import_history(iter(async_w.deltas), chunk_size=150)
             with pytest.raises(Conflict, match="import-async"):  # no longer empty
                 await agraph.import_history(async_w.deltas[:5])

@@ -40,7 +40,7 @@ from sgam.cli import app
 from sgam.graph import store as store_module
 from sgam.graph.schema import default_schema
 from sgam.graph.store import Retries
-from sgam.graph.writes import Statement
+from sgam.graph.steps import Statement
 
 EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SUBJECT, ATTRIBUTE = "mira", "home_city"  # single-valued, applied at once (no candidates)

@@ -112,7 +112,7 @@ def seed(graph: MemoryGraph, tenant: str, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     q2 = graph.record_episode(tenant_id=tenant, id="q2", content="CRM sync for Ada and Zachary Zimmer",
                               actor="agent:crm", occurred_at=datetime(2026, 1, 13, tzinfo=timezone.utc))
-    defer(graph, q2, [{**zed, "attribute": "email", "value": "zed@other.example"},
+    defer(graph.store, q2, [{**zed, "attribute": "email", "value": "zed@other.example"},
                       {**ada, "attribute": "contact", "value": "+47 555 0101"}],
           StoreUnavailable("simulated outage"), "created")
     assert graph.store.read("MATCH (e:Episode {tenant_id: $t}) WHERE e.status = 'pending' "

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from sgam import MemoryGraph, UnknownTenant
 from sgam.cli import app
+from sgam.graph.ddl import bootstrap_op
 from sgam.graph.errors import SchemaViolation
 from sgam.ingest.graphiti.env import load_graphiti
 from sgam.ingest.graphiti.importer import GraphitiMapping
@@ -227,7 +228,7 @@ def test_both_models_share_one_database(graph: MemoryGraph, tenant: str, written
     uri, auth = neo4j_connection
     before = asyncio.run(_graphiti_counts(uri, auth, written.group))
     graph.import_graphiti(MAPPING, tenant, group_ids=[written.group])
-    graph.store.bootstrap()  # SGAM's constraints and indexes next to Graphiti's 31
+    graph.store.run(bootstrap_op(graph.schema, graph.clock))  # SGAM's constraints and indexes next to Graphiti's 31
     assert asyncio.run(_graphiti_counts(uri, auth, written.group)) == before == (9, 9, ["Mira"])
     sgam_entities = graph.store.read(
         "MATCH (e:Entity {tenant_id: $t}) RETURN count(e) AS n, count(e.uuid) AS uuids, "

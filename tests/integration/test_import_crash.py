@@ -33,11 +33,11 @@ from sgam.graph.bulk import (
     START_RUN,
     TENANT_STATE,
     UNDO,
-    ImportRequest,
     ImportResult,
     RunTakenOver,
-    import_requests,
+    import_op,
 )
+from sgam.graph.steps import InTx, Request, Write
 
 SIZE, SUBJECTS, SEED, CHUNK = 900, 45, 41, 60
 
@@ -270,11 +270,11 @@ def test_a_crash_after_the_last_chunk_before_done_finishes_on_the_rerun(
 
 def _stop_after(graph: MemoryGraph, deltas: Sequence[MemoryDelta], chunks: int) -> None:
     """Drive an import by hand and drop it after ``chunks`` chunks: no undo runs, as in a kill."""
-    requests = import_requests(deltas, graph.store.schema, graph.store.clock, CHUNK)
+    requests = import_op(deltas, graph.store.schema, graph.store.clock, CHUNK)
     request, written = next(requests), 0
     while written < chunks:
-        answer = graph.store._serve(*request)  # noqa: SLF001 - the driver's side, by hand
-        written += request[0] == "write" and isinstance(answer, tuple)
+        answer = graph.store._answer(request)  # noqa: SLF001 - the driver's side, by hand
+        written += isinstance(request, InTx) and isinstance(answer, tuple)
         request = requests.send(answer)
     requests.close()
 
@@ -323,16 +323,16 @@ def test_an_import_failing_midway_leaves_no_run_behind(graph: MemoryGraph, tenan
         ("entities", "values", "ledgers", "facts", "mentions"), 0)
 
 
-def _serve_until(graph: MemoryGraph, requests: Iterator[ImportRequest], query: str | None) -> ImportRequest:
+def _serve_until(graph: MemoryGraph, requests: Iterator[Request], query: str | None) -> Request:
     """Serve an import's requests until the next write is ``START_RUN`` (``query``) or, with None,
     any other write (a chunk); return that request unserved."""
     request = next(requests)
     while True:
-        if request[0] == "write":
-            first = next(request[1]()).query  # type: ignore[operator]
+        if isinstance(request, (InTx, Write)):
+            first = request.statement.query if isinstance(request, Write) else next(request.make_steps()).query
             if first == query or (query is None and first not in (START_RUN, FINISH_RUN)):
                 return request
-        request = requests.send(graph.store._serve(*request))  # type: ignore[attr-defined]  # noqa: SLF001
+        request = requests.send(graph.store._answer(request))  # noqa: SLF001
 
 
 def test_two_imports_at_once_into_one_tenant_do_not_mix(graph: MemoryGraph, tenants: list[str]) -> None:
@@ -341,20 +341,20 @@ def test_two_imports_at_once_into_one_tenant_do_not_mix(graph: MemoryGraph, tena
     graph.import_history(calm_deltas, chunk_size=CHUNK)
 
     # both find the tenant empty; the second to write its marker is refused before any chunk
-    late = import_requests(deltas, graph.store.schema, graph.store.clock, CHUNK)
+    late = import_op(deltas, graph.store.schema, graph.store.clock, CHUNK)
     start = _serve_until(graph, late, START_RUN)
     _stop_after(graph, deltas, chunks=1)
     with pytest.raises(Conflict) as clash:
-        graph.store._serve(*start)  # noqa: SLF001
+        graph.store._answer(start)  # noqa: SLF001
     with pytest.raises(Conflict, match=f"another import_history into tenant\\(s\\) '{tenant}' started at the same time"):
         late.throw(clash.value)
 
     # both resume the run; the slower one's chunk is rolled back and it stops without an undo
-    slow = import_requests(deltas, graph.store.schema, graph.store.clock, CHUNK)
+    slow = import_op(deltas, graph.store.schema, graph.store.clock, CHUNK)
     chunk = _serve_until(graph, slow, None)
     assert graph.import_history(deltas, chunk_size=CHUNK).resumed_from == 1
     with pytest.raises(RunTakenOver) as taken:
-        graph.store._serve(*chunk)  # noqa: SLF001
+        graph.store._answer(chunk)  # noqa: SLF001
     assert "moved on by another process while this one wrote chunk 1" in str(taken.value)
     with pytest.raises(RunTakenOver):
         slow.throw(taken.value)  # raised again, not answered with an undo request

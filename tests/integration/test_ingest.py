@@ -205,7 +205,7 @@ def test_business_events_through_cli_queue_and_worker(env, graph: MemoryGraph, c
 def test_events_now_mode_and_rules_replay(graph: MemoryGraph, clean: str) -> None:
     tenant = clean
     mapper = EventMapper(load_event_rules(), schema=graph.schema)
-    report = ingest(graph, ep.event(tenant, {"type": "contact_preference_changed", "customer_id": "cust-bo",
+    report = ingest(graph.store, ep.event(tenant, {"type": "contact_preference_changed", "customer_id": "cust-bo",
                                              "occurred_at": "2026-02-01T00:00:00Z"}), [mapper])
     [refused] = report.quarantined
     assert "missing field 'channel'" in refused.reason and refused.stage == "extract"
@@ -484,7 +484,7 @@ def test_worker_retries_transient_errors_and_dead_letters_terminal_ones(env, gra
         {"type": "down", "occurred_at": "2026-01-06T00:00:00Z"}])
     flaky = Flaky(graph.schema)
     options = WorkerOptions(batch_size=2, tenant=tenant, backoff=timedelta(0), max_attempts=3, poll=0.01)
-    stats = Worker(graph, [flaky], options).run(until_idle=True)
+    stats = Worker(graph.store, [flaky], options).run(until_idle=True)
     assert stats.done == 3 and stats.failed == 2
     assert all(flaky.seen[e] == 2 for e in ok)  # one transient failure, then done
     assert flaky.seen[boom] == 1 and flaky.seen[down] == 3  # terminal at once; transient 3 times
@@ -504,7 +504,7 @@ def test_backoff_delays_the_retry(graph: MemoryGraph, clean: str) -> None:
         {"type": "address_changed", "occurred_at": "2026-01-01T00:00:00Z", "customer_id": "c-1",
          "address": "1 Road"}])
     options = WorkerOptions(tenant=tenant, backoff=timedelta(hours=1), max_backoff=timedelta(hours=2), poll=0.01)
-    worker = Worker(graph, [Flaky(graph.schema)], options)
+    worker = Worker(graph.store, [Flaky(graph.schema)], options)
     assert worker.run_once() == 1 and worker.stats.retried == 1
     assert worker.run_once() == 0  # not due for an hour
     rows = graph.store.read("MATCH (e:Episode {tenant_id: $t, id: $i}) RETURN e.status AS s, "

@@ -9,7 +9,7 @@ import copy
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,9 @@ import pytest
 
 from sgam import AsyncMemoryGraph, ExtractionError, MemoryGraph, StoreUnavailable, UnknownSubject
 from sgam.graph.models import Episode
+from sgam.graph.steps import InTx, Request
+from sgam.graph.store import Store
+from sgam.graph.writes import CHECK_STORED
 from sgam.ingest import episodes as ep
 from sgam.ingest import queue
 from sgam.ingest.extractors.events import EventMapper
@@ -89,7 +92,7 @@ def test_transcript_through_a_model_endpoint_to_current_and_as_of(graph: MemoryG
         completion(candidate("my home city is Porto", "home_city", "Porto")),
     ]
     options = WorkerOptions(tenant=tenant, poll=0.05, backoff=timedelta(milliseconds=100))
-    stats = Worker(graph, [model], options).run(until_idle=True)
+    stats = Worker(graph.store, [model], options).run(until_idle=True)
     assert (stats.done, stats.failed, stats.quarantined) == (6, 0, 2)
     assert statuses(graph, tenant) == {"done": 6}
 
@@ -164,18 +167,29 @@ def test_async_api_mirrors_the_sync_one(neo4j_connection, graph: MemoryGraph, cl
 
 # -- real-time writes that hit a transient failure -------------------------------------------------
 
-class Outage(MemoryGraph):
-    """The test graph, except that writing facts fails as if Neo4j had gone away."""
+def outage(store: Store, down: Callable[[Request], bool]) -> Store:
+    """A copy of ``store`` on which the requests ``down`` picks fail as if Neo4j had gone away."""
+    broken = copy.copy(store)
 
-    def write_many(self, deltas, **options):
-        raise StoreUnavailable("Neo4j is not reachable at bolt://test: simulated outage")
+    def answer(request: Request) -> Any:
+        if down(request):
+            raise StoreUnavailable("Neo4j is not reachable at bolt://test: simulated outage")
+        return store._answer(request)  # noqa: SLF001 - the executor's side, as a fault injector
+
+    broken._answer = answer  # type: ignore[method-assign]
+    return broken
+
+
+def writes_facts(request: Request) -> bool:
+    """A write transaction of facts (``writes.write_steps`` checks its episodes first)."""
+    return isinstance(request, InTx) and not request.read and next(request.make_steps()).query == CHECK_STORED
 
 
 def test_realtime_write_in_an_outage_is_queued_with_its_deltas(graph: MemoryGraph, clean: str) -> None:
     tenant = clean
     said = ep.message(tenant, "Remember that my home city is Porto.", speaker="user:mira",
                       occurred_at=utc(2026, 2, 1))
-    report = Outage(graph.store).ingest(said, deltas=[{"subject": "mira", "attribute": "home_city",
+    report = MemoryGraph(outage(graph.store, writes_facts)).ingest(said, deltas=[{"subject": "mira", "attribute": "home_city",
                                                        "value": "Porto"}])
     assert report.queued and report.deferred.startswith("StoreUnavailable: ")
     assert report.written == 0
@@ -188,7 +202,7 @@ def test_realtime_write_in_an_outage_is_queued_with_its_deltas(graph: MemoryGrap
     assert json.loads(row["d"])[0]["value"] == "Porto"
 
     # The worker writes the agent's stored deltas (no extractor of its own needed) once it is due.
-    stats = Worker(graph, [], WorkerOptions(tenant=tenant, poll=0.05)).run(until_idle=True)
+    stats = Worker(graph.store, [], WorkerOptions(tenant=tenant, poll=0.05)).run(until_idle=True)
     assert stats.done == 1 and stats.written == 1
     [fact] = graph.current(tenant, "mira", "home_city")
     assert fact.value == "Porto" and fact.source_episode_id == report.episode_id
@@ -198,12 +212,13 @@ def test_realtime_write_in_an_outage_is_queued_with_its_deltas(graph: MemoryGrap
 def test_realtime_write_that_cannot_even_be_queued_says_the_episode_is_kept(graph: MemoryGraph,
                                                                             clean: str) -> None:
     tenant = clean
-    store = copy.copy(graph.store)
+    answered: list[Request] = []
 
-    def down(make_steps):
-        raise StoreUnavailable("Neo4j is not reachable at bolt://test: simulated outage")
+    def after_recording(request: Request) -> bool:  # recording works, everything after it fails
+        answered.append(request)
+        return len(answered) > 1
 
-    store.transact = down  # recording works, everything after it fails
+    store = outage(graph.store, after_recording)
     said = ep.message(tenant, "Remember that my home city is Faro.", speaker="user:mira",
                       occurred_at=utc(2026, 2, 2))
     with pytest.raises(StoreUnavailable, match=r"is stored \(raw\) but could neither be processed") as caught:
@@ -309,7 +324,7 @@ def test_nothing_newer_overtakes_an_episode_waiting_for_a_retry(graph: MemoryGra
 
     extractor = FirstCallFails()
     options = WorkerOptions(batch_size=4, tenant=tenant, backoff=timedelta(hours=1), poll=0.01)
-    worker = Worker(graph, [extractor], options)
+    worker = Worker(graph.store, [extractor], options)
     assert worker.run_once() == 4 and extractor.calls == ids[:1]  # the rest of the batch handed back
     assert worker.run_once() == 0  # the newer three wait for the first one's retry
     assert statuses(graph, tenant) == {"pending": 4}
@@ -319,7 +334,7 @@ def test_nothing_newer_overtakes_an_episode_waiting_for_a_retry(graph: MemoryGra
     # Two hours later the first one is due again, and the four are applied in order.
     store = copy.copy(graph.store)
     store.clock = lambda: graph.clock() + timedelta(hours=2)
-    Worker(MemoryGraph(store), [extractor], options).run(until_idle=True)
+    Worker(store, [extractor], options).run(until_idle=True)
     assert extractor.calls == [ids[0], *ids]
     assert statuses(graph, tenant) == {"done": 4} and graph.quarantine(tenant) == []
     assert graph.current(tenant, "cust-1", "holds") == []

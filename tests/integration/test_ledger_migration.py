@@ -10,7 +10,6 @@ import pytest
 
 from sgam import MemoryDelta, MemoryGraph
 from sgam.graph.reconcile import Point, believed_runs
-from sgam.graph.store import _drive
 from sgam.graph.writes import backfill_steps
 
 pytestmark = pytest.mark.integration
@@ -55,9 +54,8 @@ def legacy(graph: MemoryGraph, tenant: str) -> MemoryGraph:
 def backfill(graph: MemoryGraph, tenant: str) -> int:
     made, after = 0, ""
     while after is not None:
-        with graph.store.driver.session(database=graph.store.database) as session:
-            n, after = session.execute_write(
-                lambda tx: _drive(tx, backfill_steps(graph.schema, after, 2, graph.clock(), tenant)))  # noqa: B023
+        n, after = graph.store.transact(
+            lambda: backfill_steps(graph.schema, after, 2, graph.clock(), tenant))  # noqa: B023
         made += n
     return made
 

@@ -8,6 +8,7 @@ and relationship types carry a per-test suffix.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from importlib.resources import files
@@ -18,7 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from sgam import MemoryGraph
+from sgam import AsyncMemoryGraph, MemoryGraph
 from sgam.cli import app
 from sgam.graph.errors import SchemaViolation
 from sgam.graph.evolution import derived_memory_id
@@ -70,7 +71,7 @@ def cleanup(shared_graph: MemoryGraph, tenant: str):
     yield
     store = shared_graph.store
     for name in (tenant, f"{tenant}-a", f"{tenant}-b", f"{tenant}-x"):
-        store.delete_tenant(name)
+        shared_graph.delete_tenant(name)
     for suffix in USED:
         store.run_write("MATCH (n) WHERE (n:SchemaVersion OR n:SchemaMigration) AND n.name = $name "
                         "OR n:Migration AND n.id ENDS WITH $tail DETACH DELETE n",
@@ -242,6 +243,28 @@ def test_dry_run_writes_nothing_and_apply_is_idempotent(connect, tenant: str, su
                                 "m.counts AS counts, m.finished_at IS NOT NULL AS finished", {"n": v2.name})
     assert record == {"status": "done", "finished": True,
                       "counts": [per["email"], per["holds"], per["address"], per["plan"]]}
+
+
+def test_the_async_graph_applies_a_migration_as_the_sync_one_plans_it(connect, neo4j_connection, tenant: str,
+                                                                     suffix: str) -> None:
+    graph = connect(example(1, suffix))
+    seed(graph, tenant, suffix, customers=2)
+    v2 = Schema.from_data(example(2, suffix))
+    dry = graph.apply_schema(v2, dry_run=True)
+    uri, auth = neo4j_connection
+
+    async def scenario() -> tuple[Any, Any, int, list[int]]:
+        async with await AsyncMemoryGraph.connect(uri, auth, schema=Schema.from_data(example(1, suffix))) as agraph:
+            seen: list[int] = []
+            applied = await agraph.apply_schema(v2, on_progress=lambda step, done: seen.append(done))
+            again = await agraph.apply_schema(v2)
+            return applied, again, agraph.schema.version, seen
+
+    applied, again, version, seen = asyncio.run(scenario())
+    assert applied.status == "applied" and [s.facts for s in applied.steps] == [s.facts for s in dry.steps]
+    assert again.status == "unchanged" and version == v2.version != graph.schema.version and seen
+    [record] = graph.store.read("MATCH (m:SchemaMigration {name: $n}) RETURN m.status AS status", {"n": v2.name})
+    assert record == {"status": "done"}
 
 
 def normalised(graph: MemoryGraph, tenant: str, suffix: str) -> list[tuple]:

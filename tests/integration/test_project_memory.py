@@ -22,7 +22,7 @@ from sgam.cli import app
 from sgam.graph.errors import SchemaViolation
 from sgam.graph.models import Episode, EpisodeKind
 from sgam.graph.schema import default_schema, load_schema
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 from sgam.ingest.extractors.events import EventMapper
 
 

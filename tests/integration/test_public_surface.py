@@ -30,7 +30,7 @@ from sgam import (
 )
 from sgam.cli import app
 from sgam.graph.errors import InvalidSetting
-from sgam.graph.migrations import EMBEDDING_DIMENSIONS
+from sgam.graph.ddl import EMBEDDING_DIMENSIONS
 from sgam.graph.models import _TENANT_RE as TENANT
 from sgam.settings import Settings
 

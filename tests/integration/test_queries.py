@@ -26,7 +26,7 @@ from sgam.cli import app
 from sgam.export import node_link, to_networkx
 from sgam.graph.errors import InvalidDelta, SgamError
 from sgam.graph.schema import default_schema
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 from sgam.ingest.replay import replay
 from sgam.queries import loader
 from sgam.queries.docs import render_readme
@@ -56,7 +56,7 @@ def demo(graph: MemoryGraph, tenant: str) -> None:
     """The demo episodes (sgam/resources/demo*.jsonl) replayed into ``tenant``."""
     for resource in ("demo.jsonl", "demo-correction.jsonl"):
         text = (files("sgam") / "resources" / resource).read_text(encoding="utf-8")
-        summary = replay(graph, text.replace('"tenant_id": "demo"', f'"tenant_id": "{tenant}"').splitlines())
+        summary = replay(graph.store, text.replace('"tenant_id": "demo"', f'"tenant_id": "{tenant}"').splitlines())
         assert not summary.errors
 
 

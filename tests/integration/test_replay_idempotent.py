@@ -185,10 +185,10 @@ def test_a_refusal_stands_with_its_stored_reason_when_the_state_now_differs(grap
     """Line by line (one line a chunk), line 3 comes before line 8 records the episode it cites:
     refused. Replayed whole, e8 exists and kim is a Customer since line 8: a fresh look would
     now refuse line 3 for a type clash, or accept it; it is refused as before, for the stored reason."""
-    first = replay(graph, scenario(tenant), chunk_lines=1)
+    first = replay(graph.store, scenario(tenant), chunk_lines=1)
     assert first.line_status[3] == "refused" and first.line_status[8] == "written"
     before = snapshot(graph, tenant)
-    second = replay(graph, scenario(tenant))
+    second = replay(graph.store, scenario(tenant))
     assert snapshot(graph, tenant) == before
     [error] = [e for e in second.errors if e.number == 3]
     assert error.status == REFUSED_AS_BEFORE and "not a recorded episode" in error.message
@@ -200,13 +200,13 @@ def test_an_applied_refusal_is_unchanged_afterwards(graph: MemoryGraph, tenant: 
     """`sgam quarantine replay` may write a recorded refusal (here, once the candidate exists);
     it resolves the entry, and a replay then finds the statement applied."""
     lines = scenario(tenant)[:4]
-    replay(graph, lines)
+    replay(graph.store, lines)
     resolved = graph.replay_quarantine(tenant, [])
     [entry] = [e for e in graph.quarantine(tenant, status="resolved")]
     assert entry.line == 2 and resolved.resolved == [entry.id]
     assert [str(f.value) for f in graph.current(tenant, "mira", "birthday")] == ["1990-04-01"]
     before = snapshot(graph, tenant)
-    again = replay(graph, lines)
+    again = replay(graph.store, lines)
     assert again.line_status[2] == UNCHANGED and again.written == 0
     assert snapshot(graph, tenant) == before
 
@@ -229,9 +229,9 @@ def test_a_retract_that_did_nothing_does_nothing_when_replayed(graph: MemoryGrap
     lines = [_line(tenant, "e1", 1, "user:ann", "Not born on April 1st, and born on April 1st.",
                    {"subject": "ann", "attribute": "birthday", "op": "retract", "value": "1990-04-01"},
                    {"subject": "ann", "attribute": "birthday", "value": "1990-04-01"})]
-    replay(graph, lines)
+    replay(graph.store, lines)
     before = snapshot(graph, tenant)
-    again = replay(graph, lines)
+    again = replay(graph.store, lines)
     assert snapshot(graph, tenant) == before and again.written == 0
 
 
@@ -240,9 +240,9 @@ def test_a_relation_to_itself_cannot_give_two_types(graph: MemoryGraph, tenant: 
     acc-1 holding acc-1 was accepted (acc-1 became a Customer), and its replay is refused."""
     lines = [_line(tenant, "e1", 1, "agent:crm", "acc-1 holds itself.",
                    {"subject": "acc-1", "attribute": "holds", "value": "acc-1"})]
-    first = replay(graph, lines)
+    first = replay(graph.store, lines)
     before = snapshot(graph, tenant)
-    again = replay(graph, lines)
+    again = replay(graph.store, lines)
     assert snapshot(graph, tenant) == before and again.refused == 0
     assert first.refused == 1  # one entity cannot be both
 
@@ -356,9 +356,9 @@ def test_replaying_any_file_twice_leaves_the_state_identical(
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     text = render(tenant, lines)
     try:
-        first = replay(graph, text, chunk_lines=chunks[0])
+        first = replay(graph.store, text, chunk_lines=chunks[0])
         before = snapshot(graph, tenant)
-        second = replay(graph, text, chunk_lines=chunks[1])
+        second = replay(graph.store, text, chunk_lines=chunks[1])
         assert snapshot(graph, tenant) == before
         assert set(second.line_status.values()) <= {UNCHANGED, REFUSED_AS_BEFORE, INVALID}
         assert {n for n, s in second.line_status.items() if s == INVALID} == \

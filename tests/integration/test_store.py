@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, SgamError
+from sgam.graph.ddl import bootstrap_op
 from sgam.graph.schema import default_schema
 from sgam.queries import load_queries
 from sgam.bench.oracle import Slot, Statement
@@ -175,7 +176,7 @@ def test_reads_run_in_read_access_mode(graph: MemoryGraph) -> None:
 
 
 def test_bootstrap_is_recorded_and_idempotent(graph: MemoryGraph) -> None:
-    assert graph.store.bootstrap() == []
+    assert graph.store.run(bootstrap_op(graph.schema, graph.clock)) == []
     recorded = graph.store.read("MATCH (m:Migration) RETURN m.id AS id", {})
     assert {"0001-core", "0002-fact-type-PASSPORT_DEADLINE"} <= {r["id"] for r in recorded}
     names = {r["name"] for r in graph.store.read("SHOW CONSTRAINTS YIELD name RETURN name", {})}
@@ -235,7 +236,7 @@ def test_schema_versions_are_stored_and_guarded(graph: MemoryGraph, neo4j_connec
     store = Store.connect(uri, auth, changed)
     try:
         with pytest.raises(SgamError, match="new version"):
-            store.bootstrap()
+            store.run(bootstrap_op(changed, store.clock))
     finally:
         store.close()
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from sgam.graph import InvalidDelta, MemoryDelta, SchemaViolation, default_schema
 from sgam.graph.bulk import MISSING_EPISODES, ImportPlan, ImportResult, Outcomes, _pack, plan_steps
+from sgam.graph.steps import scripted
 from sgam.graph.writes import DeltaResult
 
 AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -24,15 +25,8 @@ def _delta(subject: str, attribute: str = "email", value: object = "a@b.c", epis
 
 def _plan(deltas, chunk_size: int, missing=()) -> tuple[ImportPlan, list]:
     """Drive ``plan_steps`` with an answer for every read (``missing``: episode ids to report)."""
-    reads = []
-    steps = plan_steps(deltas, default_schema(), chunk_size)
-    try:
-        statement = next(steps)
-        while True:
-            reads.append(statement)
-            statement = steps.send([{"id": i} for i in statement.params["ids"] if i in missing])
-    except StopIteration as stop:
-        return stop.value, reads
+    return scripted(plan_steps(deltas, default_schema(), chunk_size),
+                    lambda statement: [{"id": i} for i in statement.params["ids"] if i in missing])
 
 
 @given(st.lists(st.integers(0, 12), max_size=80), st.integers(1, 10))

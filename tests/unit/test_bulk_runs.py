@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from sgam.graph import Conflict, MemoryDelta, default_schema
 from sgam.graph.bulk import Decision, check_steps, decide
+from sgam.graph.steps import scripted
 
 AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCHEMA = default_schema()
@@ -109,13 +110,8 @@ def _deltas(items: list[tuple]) -> list[MemoryDelta]:
 
 
 def _fingerprint(items: list[tuple], chunk_size: int) -> str:
-    steps = check_steps(_deltas(items), SCHEMA, chunk_size)
-    try:
-        next(steps)
-        while True:
-            steps.send([])  # every episode is recorded
-    except StopIteration as stop:
-        return stop.value.fingerprint
+    checked, _ = scripted(check_steps(_deltas(items), SCHEMA, chunk_size), lambda _: [])  # all recorded
+    return checked.fingerprint
 
 
 @settings(max_examples=60, deadline=None)

@@ -14,6 +14,7 @@ from sgam.graph.errors import InvalidDelta, SgamError
 from sgam.graph.models import Fact
 from sgam.queries import context as ctx
 from sgam.queries import embeddings
+from sgam.graph.steps import scripted
 from sgam.queries.loader import get_query
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -211,16 +212,8 @@ def test_texts_that_get_embedded() -> None:
 
 def _drive(steps: Any) -> tuple[Any, list[Any]]:
     """Run a context plan on empty answers; returns the context and the statements it read."""
-    statements = []
-    try:
-        mode, statement = next(steps)
-        while True:
-            statements.append(statement)
-            rows = ([{"hits": [], "fetched": 0, "floor": None}]
+    return scripted(steps, lambda statement: [{"hits": [], "fetched": 0, "floor": None}]
                     if "db.index.vector.queryNodes" in statement.query else [])
-            mode, statement = steps.send(rows)
-    except StopIteration as stop:
-        return stop.value, statements
 
 
 def test_a_given_question_vector_is_used_without_an_embedder(monkeypatch: pytest.MonkeyPatch) -> None:

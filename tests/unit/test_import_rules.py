@@ -102,15 +102,10 @@ def test_no_import_cycle_among_top_level_imports() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-# Known and being fixed elsewhere (issue 14, move 3 makes them public in graph/writes.py): each entry
-# must still occur, so the list cannot outlive the fix.
-PENDING = {"sgam.graph.bulk takes _Prepared from sgam.graph.writes",
-           "sgam.graph.bulk takes _entities_of from sgam.graph.writes"}
 
 
 def test_no_private_name_imported_from_another_module() -> None:
     found = {f"{m} takes {name} from {source}"
              for m in MODULES for node, _ in _imports(m) for source, name in _targets(m, node)
              if name and name.startswith("_") and not name.startswith("__") and source != m}
-    assert not found - PENDING, "private names imported across modules: " + "; ".join(sorted(found - PENDING))
-    assert PENDING <= found, f"fixed, so drop from PENDING: {sorted(PENDING - found)}"
+    assert not found, "private names imported across modules: " + "; ".join(sorted(found))

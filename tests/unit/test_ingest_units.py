@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sgam.graph.episodes import plan_recording
+from sgam.graph.recording import plan_recording
 from sgam.graph.errors import Conflict, ExtractionError, InvalidDelta, SchemaViolation
 from sgam.graph.models import MAX_EPISODE_BYTES, EpisodeKind
 from sgam.graph.schema import default_schema, load_schema

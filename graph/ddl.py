@@ -1,15 +1,23 @@
 """Schema bootstrap: constraints and indexes, applied as recorded, idempotent migrations.
 
-Each migration has a stable id and a list of DDL statements (all ``IF NOT EXISTS``). The store runs
-the ones not yet recorded as ``(:Migration {id})`` nodes, records them, and waits until every index
-is online. Fact relationship types come from the schema, so each one gets its own migration.
+Each migration has a stable id and a list of DDL statements (all ``IF NOT EXISTS``). :func:`ddl_op`
+runs the ones not yet recorded as ``(:Migration {id})`` nodes, records them, and waits until every
+index is online. Fact relationship types come from the schema, so each one gets its own migration.
+:func:`bootstrap_op` is what connecting runs: the DDL, the one-off data backfills, and the record of
+the schema the store runs under.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
+from .errors import SchemaViolation
 from .schema import Schema, quote_identifier
+from .steps import Auto, InTx, Operation, Statement, Steps
+from .writes import RESTRICT_EPISODES, backfill_steps
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ TOMBSTONES = Migration(
     ),
 )
 
-# The ingest path: episodes deduplicated by content (graph/episodes.py; a new property, so episodes
+# The ingest path: episodes deduplicated by content (graph/recording.py; a new property, so episodes
 # recorded before it cannot make the constraint fail), the queue the worker claims from, quarantine.
 INGEST = Migration(
     "0004-ingest-queue-quarantine",
@@ -129,6 +137,16 @@ DELETION_RECORDS = Migration(
     ),
 )
 
+# API keys of the service (sgam/service/keys.py): a request's key is found by its hash, a key
+# named on the command line by its id.
+API_KEYS = Migration(
+    "0012-api-keys",
+    (
+        "CREATE CONSTRAINT sgam_api_key_id IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.id IS UNIQUE",
+        "CREATE CONSTRAINT sgam_api_key_hash IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.hash IS UNIQUE",
+    ),
+)
+
 # Entity resolution (graph/aliases.py, graph/merge.py): aliases are looked up by (tenant, key) when
 # ingest resolves a name and searched in full text with the entity names; merge records per tenant.
 ALIASES = Migration(
@@ -153,6 +171,32 @@ RECORD = (
     "ON CREATE SET m.applied_at = datetime(), m.statements = $statements"
 )
 AWAIT_INDEXES = "CALL db.awaitIndexes($timeout)"
+INDEX_TIMEOUT_S = 300
+RECORDED = "MATCH (m:Migration {id: $id}) RETURN m"
+LATEST_SCHEMA = """
+MATCH (s:SchemaVersion {name: $name})
+RETURN s.version AS version, s.definition AS definition
+ORDER BY s.version DESC LIMIT 1
+"""
+
+# The recorded migration that gave the slots of an older store their ledgers.
+LEDGER_BACKFILL = "0008-ledger-backfill"
+QUARANTINE_READERS = "0010-quarantine-readers"
+BACKFILL_BATCH = 2000
+
+# Quarantine entries stored before they carried their readers (``visible_to``), in element-id
+# order from ``$after``: the backfill stamps those of private attributes, as storing them now does.
+UNSTAMPED_QUARANTINE = """
+MATCH (q:Quarantine) WHERE q.visible_to IS NULL AND elementId(q) > $after
+RETURN elementId(q) AS eid, q.tenant_id AS tenant_id, q.episode_id AS episode_id, q.candidate AS candidate
+ORDER BY eid LIMIT $batch
+"""
+
+STAMP_QUARANTINE = """
+UNWIND $rows AS r
+MATCH (q:Quarantine) WHERE elementId(q) = r.eid
+SET q.visible_to = r.readers
+"""
 
 
 def fact_type_migration(rel_type: str) -> Migration:
@@ -178,9 +222,96 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS,
+            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS,
             ALIASES]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:
     return [m for m in all_migrations(schema) if m.id not in applied]
+
+
+def ddl_op(schema: Schema) -> Operation[list[str]]:
+    """Apply and record the migrations ``schema`` needs that are not recorded yet, then wait for
+    the indexes to be online; returns the ids applied now."""
+    applied = {r["id"] for r in (yield Auto(Statement(APPLIED)))}
+    done = []
+    for migration in pending(applied, schema):
+        for statement in migration.statements:
+            yield Auto(Statement(statement))
+        yield Auto(Statement(RECORD, {"id": migration.id, "statements": list(migration.statements)}))
+        done.append(migration.id)
+    yield Auto(Statement(AWAIT_INDEXES, {"timeout": INDEX_TIMEOUT_S}))
+    return done
+
+
+def bootstrap_op(schema: Schema, clock: Callable[[], datetime]) -> Operation[list[str]]:
+    """Apply the schema's pending migrations, record them, and wait for indexes to be online.
+
+    A schema that declares a migration from the stored version is refused here: its facts
+    must move first (``sgam schema apply``).
+    """
+    latest = yield Auto(Statement(LATEST_SCHEMA, {"name": schema.name}))
+    if latest and latest[0]["version"] < schema.version \
+            and schema.migration_from(latest[0]["version"]) is not None:
+        raise SchemaViolation(
+            f"schema {schema.name!r} v{schema.version} declares a migration from the "
+            f"stored v{latest[0]['version']}, which has not been applied: run `sgam schema apply "
+            "FILE` (or MemoryGraph.apply_schema) first"
+        )
+    done = yield from ddl_op(schema)
+    if (yield from _backfill_ledgers(schema, clock)):
+        done.append(LEDGER_BACKFILL)
+    if (yield from _backfill_quarantine_readers(schema)):
+        done.append(QUARANTINE_READERS)
+    [stored] = yield Auto(Statement(RECORD_SCHEMA, {"name": schema.name, "version": schema.version,
+                                                    "definition": schema.definition()}))
+    if not schema.same_definition(stored["stored"]):
+        raise SchemaViolation(
+            f"schema {schema.name!r} v{schema.version} is already stored with a "
+            "different definition: give the changed schema a new version"
+        )
+    return done
+
+
+def _backfill_ledgers(schema: Schema, clock: Callable[[], datetime], batch: int = BACKFILL_BATCH) -> Operation[bool]:
+    """Once per store: give every slot written before ledgers existed its ledger, rebuilt from
+    its believed rows (idempotent, in batches; a slot a write reaches first rebuilds its own).
+    Returns whether it ran now."""
+    if (yield Auto(Statement(RECORDED, {"id": LEDGER_BACKFILL}))):
+        return False
+    after: str | None = ""
+    while after is not None:
+        _, after = yield InTx(lambda start=after: backfill_steps(schema, start, batch, clock()))
+    yield Auto(Statement(RECORD, {"id": LEDGER_BACKFILL, "statements": []}))
+    return True
+
+
+def _backfill_quarantine_readers(schema: Schema, batch: int = BACKFILL_BATCH) -> Operation[bool]:
+    """Once per store: give each quarantine entry of a private attribute stored before entries
+    carried their readers its ``visible_to``, and restrict its episode to them (as storing it
+    now does). Returns whether it ran now."""
+    if (yield Auto(Statement(RECORDED, {"id": QUARANTINE_READERS}))):
+        return False
+    after = ""
+    while True:
+        rows = yield Auto(Statement(UNSTAMPED_QUARANTINE, {"after": after, "batch": batch}))
+        if not rows:
+            break
+        after = rows[-1]["eid"]
+        stamped = []
+        for r in rows:
+            try:
+                readers = schema.readers_of(json.loads(r["candidate"] or "null"))
+            except ValueError:
+                continue
+            if readers is not None:
+                stamped.append({**r, "id": r["episode_id"], "readers": list(readers)})
+        if stamped:
+            yield InTx(lambda chosen=stamped: _stamp_steps(chosen))
+    yield Auto(Statement(RECORD, {"id": QUARANTINE_READERS, "statements": []}))
+    return True
+
+
+def _stamp_steps(stamped: list[dict[str, object]]) -> Steps[None]:
+    yield Statement(STAMP_QUARANTINE, {"rows": stamped})
+    yield Statement(RESTRICT_EPISODES, {"episodes": stamped})

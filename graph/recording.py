@@ -21,14 +21,14 @@ if it was only ``recorded``; an episode already queued, processed or failed keep
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from .errors import Conflict, InvalidDelta
 from .models import Episode
-from .writes import Records, Statement
+from .steps import InTx, Operation, Records, Statement
 
 LOOKUP = """
 UNWIND $episodes AS ep
@@ -152,4 +152,12 @@ def record_steps(episodes: Sequence[Episode], now: datetime,
     return results
 
 
-__all__ = ["Recorded", "episode_params", "plan_recording", "record_steps"]
+def record_op(episodes: Sequence[Episode], clock: Callable[[], datetime],
+              status: str = "recorded") -> Operation[list[Recorded]]:
+    """Store raw episodes, deduplicated by content hash per tenant, in one transaction."""
+    if not episodes:
+        return []
+    return (yield InTx(lambda: record_steps(episodes, clock(), status)))
+
+
+__all__ = ["Recorded", "episode_params", "plan_recording", "record_op", "record_steps"]

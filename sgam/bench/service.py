@@ -1,0 +1,165 @@
+"""``sgam bench service``: what the service costs over the in-process API, measured in one run.
+
+A throwaway tenant gets ``subjects`` people with a few facts each; then ``clients`` concurrent
+clients read ``current`` and ``context`` of random subjects, first through a ``sgam serve``
+process over HTTP (httpx, keep-alive), then through an in-process :class:`AsyncMemoryGraph` with
+the same number of concurrent tasks. Reported: requests per second and p50/p99 latency of each,
+and the p50 overhead of the service. The tenant and the key are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sgam.api import AsyncMemoryGraph, MemoryGraph
+from sgam.graph.models import MemoryDelta
+
+from sgam.service.keys import create_key, revoke_key
+
+OPERATIONS = ("current", "context")
+
+
+def _seed(graph: MemoryGraph, tenant: str, subjects: int) -> list[str]:
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    names = [f"p{i:05d}" for i in range(subjects)]
+    episode = graph.record_episode(tenant_id=tenant, content="benchmark seed", occurred_at=start)
+    deltas = [MemoryDelta(tenant_id=tenant, subject=name, attribute=attribute, value=value,
+                          valid_from=start + timedelta(days=i % 300), source_episode_id=episode.id)
+              for i, name in enumerate(names)
+              for attribute, value in (("home_city", f"City{i % 97}"), ("response_style", "concise"),
+                                       ("passport_deadline", (start + timedelta(days=400 + i % 365)).date()))]
+    graph.write_many(deltas)
+    return names
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _arguments(operation: str, subject: str) -> dict[str, Any]:
+    if operation == "current":
+        return {"subject": subject}
+    return {"question": f"When is the passport deadline of {subject}?", "subjects": [subject]}
+
+
+async def _load(call: Callable[[str, dict[str, Any]], Awaitable[None]], operation: str, names: list[str],
+                clients: int, requests: int) -> dict[str, float]:
+    latencies: list[float] = []
+    rng = random.Random(7)
+    plan = [rng.choice(names) for _ in range(requests)]
+
+    async def client(share: list[str]) -> None:
+        for subject in share:
+            began = time.perf_counter()
+            await call(operation, _arguments(operation, subject))
+            latencies.append(time.perf_counter() - began)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client(plan[i::clients]) for i in range(clients)))
+    elapsed = time.perf_counter() - began
+    ordered = sorted(latencies)
+    return {"requests": len(ordered), "rps": len(ordered) / elapsed,
+            "p50_ms": statistics.median(ordered) * 1000,
+            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000}
+
+
+async def _measure(url: str, key: str, tenant: str, names: list[str], clients: int, requests: int,
+                   operations: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, limits=limits,
+                                 timeout=60) as http:
+        async def over_http(operation: str, arguments: dict[str, Any]) -> None:
+            response = await http.post(f"/v1/{operation}", json=arguments)
+            response.raise_for_status()
+
+        for operation in operations:
+            await _load(over_http, operation, names, clients, max(clients, requests // 10))   # warm-up
+            results.setdefault(operation, {})["http"] = await _load(over_http, operation, names, clients, requests)
+    graph = await AsyncMemoryGraph.connect(bootstrap=False)
+    try:
+        async def in_process(operation: str, arguments: dict[str, Any]) -> None:
+            if operation == "current":
+                await graph.current(tenant, arguments["subject"], principal="agent:bench")
+            else:
+                await graph.context(tenant, arguments["question"], subjects=arguments["subjects"],
+                                    principal="agent:bench")
+
+        for operation in operations:
+            await _load(in_process, operation, names, clients, max(clients, requests // 10))
+            results[operation]["in_process"] = await _load(in_process, operation, names, clients, requests)
+    finally:
+        await graph.close()
+    return results
+
+
+def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000,
+        operations: tuple[str, ...] = OPERATIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Seed, serve, measure both ways, clean up; the measurements."""
+    tenant = f"bench-service-{uuid.uuid4().hex[:8]}"
+    graph = MemoryGraph.connect()
+    try:
+        log(f"seeding {subjects} subjects into {tenant}")
+        names = _seed(graph, tenant, subjects)
+        new = create_key(graph.store, tenant, "agent:bench", "read", note="sgam bench service")
+        port = _free_port()
+        server = subprocess.Popen([str(Path(sys.executable).with_name("sgam")), "serve", "--port", str(port)],
+                                  env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait(url, server)
+            log(f"measuring {requests} requests per operation with {clients} concurrent clients")
+            results = asyncio.run(_measure(url, new.key, tenant, names, clients, requests, operations))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+            revoke_key(graph.store, new.identity.key_id)
+        graph.delete_tenant(tenant)
+    finally:
+        graph.close()
+    return {"subjects": subjects, "clients": clients, "requests": requests, "results": results}
+
+
+def _wait(url: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError("sgam serve exited before it answered")
+        try:
+            if httpx.get(f"{url}/v1/openapi.json", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("sgam serve did not answer within 90 s")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"{result['clients']} concurrent clients, {result['requests']} requests per row, "
+             f"{result['subjects']} subjects", "",
+             "| operation | path | requests/s | p50 ms | p99 ms |", "|---|---|---|---|---|"]
+    for operation, ways in result["results"].items():
+        for way, m in ways.items():
+            lines.append(f"| {operation} | {way.replace('_', '-')} | {m['rps']:.0f} | {m['p50_ms']:.1f} | "
+                         f"{m['p99_ms']:.1f} |")
+    lines.append("")
+    for operation, ways in result["results"].items():
+        overhead = ways["http"]["p50_ms"] - ways["in_process"]["p50_ms"]
+        lines.append(f"p50 overhead of the service for {operation}: {overhead:+.1f} ms")
+    return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""The ASGI app of ``sgam serve``: the HTTP API under ``/v1`` (FastAPI, with its OpenAPI document
+at ``/v1/openapi.json``) and the MCP server over streamable HTTP at ``/mcp``.
+
+Every request names its key as ``Authorization: Bearer <key>``. The key is checked, then its
+scope, then the body, and only then does anything run: a refused request writes nothing. Errors
+are JSON, ``{"error": {"type": ..., "message": ...}}``, with the status of their kind.
+"""
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Body, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sgam.graph.errors import (
+    Conflict, InvalidDelta, NotAllowed, NotFound, SchemaViolation, SgamError, StoreUnavailable,
+)
+
+from .keys import Identity, Unauthenticated
+from .mcp_server import IDENTITY_KEY, build_server
+from .operations import Service
+from .requests import OPERATIONS, Operation
+
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+"""The largest request body (an episode is at most 100 kB of text; JSON escaping can double it)."""
+
+# The status of each kind of error (the first match wins: subclasses before their roots).
+STATUS: tuple[tuple[type[SgamError], int], ...] = (
+    (Unauthenticated, 401), (NotAllowed, 403), (NotFound, 404), (Conflict, 409),
+    (InvalidDelta, 422), (SchemaViolation, 422), (StoreUnavailable, 503),
+)
+
+bearer = HTTPBearer(auto_error=False, description="An SGAM API key (sgam keys create)")
+
+
+def error_response(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status,
+                        headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+
+
+def status_of(exc: SgamError) -> int:
+    return next((code for kind, code in STATUS if isinstance(exc, kind)), 400)
+
+
+class BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413 before any of it is parsed. The body is
+    read here (at most ``limit`` bytes are held), so a chunked body without a Content-Length is
+    counted too, and handed on whole."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await self._refuse(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            more = message.get("more_body", False)
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(413, "BodyTooLarge", f"the request body is over the {self.limit}-byte limit "
+                                                       "(SGAM_SERVICE_MAX_BODY_BYTES)")
+        await response(scope, receive, send)
+
+
+class McpAuth:
+    """The MCP endpoint behind the same keys: a request without a valid key gets 401 and never
+    reaches the MCP server; a valid one carries its identity in the ASGI scope."""
+
+    def __init__(self, app: ASGIApp, service: Any) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        key = header[7:].strip() if header[:7].lower() == "bearer " else None
+        try:
+            scope[IDENTITY_KEY] = await self.service().identify(key)
+        except SgamError as exc:
+            await error_response(status_of(exc), type(exc).__name__, str(exc))(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def create_app(opener: Callable[[], Awaitable[Service]] | None = None, *,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> ASGIApp:
+    """The service's ASGI app; when it starts it opens its :class:`Service` with ``opener``
+    (default: connect with the environment's settings and the default schema)."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+
+    state: dict[str, Service] = {}
+
+    def current() -> Service:
+        return state["service"]
+
+    # Stateless: each MCP request stands alone (no session to pin to one process), and its key is
+    # checked on every request. No DNS-rebinding check: a page in a browser has no key to send.
+    sessions = StreamableHTTPSessionManager(app=build_server(current), stateless=True, json_response=True)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state["service"] = await (opener or Service.open)()
+        try:
+            async with sessions.run():
+                yield
+        finally:
+            await state["service"].close()
+
+    app = FastAPI(title="SGAM", version="1", lifespan=lifespan, openapi_url="/v1/openapi.json",
+                  docs_url="/v1/docs", redoc_url=None,
+                  description="Schema-guided, bitemporal agent memory. Tenant and reader come from the "
+                              "API key; the same operations are MCP tools at /mcp.")
+
+    @app.exception_handler(SgamError)
+    async def sgam_error(request: Request, exc: SgamError) -> JSONResponse:
+        return error_response(status_of(exc), type(exc).__name__, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        if "json" not in request.headers.get("content-type", ""):
+            problems += " (send the arguments as a JSON object with Content-Type: application/json)"
+        return error_response(422, "InvalidDelta", f"invalid request: {problems}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # An unknown path or a wrong method answers in the same shape as every other error.
+        hint = " (every operation is POST /v1/<operation>; see /v1/openapi.json)" if exc.status_code in (404, 405) else ""
+        return error_response(exc.status_code, "HTTPError", f"{exc.detail}{hint}")
+
+    for operation in OPERATIONS:
+        _add_route(app, operation, current)
+    app.router.routes.append(Route("/mcp", McpAuth(StreamableHTTPASGIApp(sessions), current),
+                                   methods=["GET", "POST", "DELETE"]))
+    return BodyLimit(app, max_body_bytes)
+
+
+def _add_route(app: FastAPI, operation: Operation, service: Any) -> None:
+    async def identify(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Identity:
+        identity = await service().identify(credentials.credentials if credentials else None)
+        identity.require(operation.scope, operation.name)
+        return identity
+
+    async def endpoint(identity: Identity, body: Any) -> JSONResponse:
+        # Already JSON-ready: a JSONResponse skips FastAPI's second, slower encoding pass.
+        return JSONResponse(await service().run(identity, operation, body))
+
+    # FastAPI reads the body's model from the signature: give each operation its own.
+    endpoint.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        inspect.Parameter("identity", inspect.Parameter.KEYWORD_ONLY, annotation=Identity,
+                          default=Depends(identify)),
+        inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, annotation=operation.model,
+                          default=Body(default_factory=operation.model) if not _required(operation) else Body()),
+    ])
+    app.add_api_route(f"/v1/{operation.path}", endpoint, methods=["POST"], name=operation.name,
+                      summary=operation.description.split(". ")[0], description=operation.description,
+                      tags=[operation.scope.value])
+
+
+def _required(operation: Operation) -> bool:
+    return any(field.is_required() for field in operation.model.model_fields.values())

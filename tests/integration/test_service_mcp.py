@@ -1,0 +1,125 @@
+"""The MCP SDK's own client against SGAM's MCP server, over stdio (``sgam mcp``, a subprocess)
+and over streamable HTTP (``/mcp`` of a real ``sgam serve``): it lists the tools, validates their
+schemas, writes the seed story and reads back current 2026-06-30 and as-of-2026-06-02 2026-07-15."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from sgam.api import MemoryGraph
+from sgam.service.requests import OPERATIONS
+
+from .service_server import SEED, SGAM, Keys, Server, issue_keys, server_env, start
+
+
+@pytest.fixture(scope="module")
+def keys(shared_graph: MemoryGraph) -> Keys:
+    return issue_keys(shared_graph, f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(scope="module")
+def server(neo4j_connection: tuple[str, tuple[str, str]], keys: Keys) -> Iterator[Server]:
+    yield from start(neo4j_connection)
+
+
+def over_stdio(connection: tuple[str, tuple[str, str]], key: str) -> AbstractAsyncContextManager[Any]:
+    return stdio_client(StdioServerParameters(command=SGAM, args=["mcp"],
+                                              env=server_env(connection, SGAM_API_KEY=key)))
+
+
+@asynccontextmanager
+async def over_http(server: Server, key: str) -> AsyncIterator[Any]:
+    # A client passed in is the caller's to close.
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as client, \
+            streamable_http_client(f"{server.url}/mcp", http_client=client) as streams:
+        yield streams
+
+
+async def story(transport: AbstractAsyncContextManager[Any], subject: str) -> dict[str, Any]:
+    """List and validate the tools, write the seed story about ``subject``, read it back."""
+    async with transport as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = (await session.list_tools()).tools
+        for tool in tools:
+            Draft202012Validator.check_schema(tool.input_schema)
+        seen: dict[str, Any] = {"tools": [t.name for t in tools]}
+        for episode in SEED:
+            said = json.loads(json.dumps(episode).replace('"mira"', json.dumps(subject)))
+            result = await session.call_tool("remember", said)
+            assert not result.is_error, result.content
+            Draft202012Validator(next(t.input_schema for t in tools if t.name == "remember")).validate(said)
+        now = await session.call_tool("current", {"subject": subject, "attribute": "passport_deadline"})
+        then = await session.call_tool("as_of", {"subject": subject, "attribute": "passport_deadline",
+                                                 "valid_at": "2026-06-02"})
+        seen["current"] = [f["value"] for f in now.structured_content["facts"]]
+        seen["as_of"] = [f["value"] for f in then.structured_content["facts"]]
+        seen["text"] = now.content[0].text
+        bad = await session.call_tool("current", {"subject": subject, "attribute": "passport"})
+        seen["bad"] = (bad.is_error, bad.content[0].text)
+        forget = await session.call_tool("forget", {"subject": subject})
+        seen["forget"] = (forget.is_error, forget.content[0].text)
+        return seen
+
+
+def check(seen: dict[str, Any]) -> None:
+    assert seen["current"] == ["2026-06-30"]
+    assert seen["as_of"] == ["2026-07-15"]
+    assert json.loads(seen["text"])["facts"][0]["value"] == "2026-06-30"
+    assert seen["bad"][0] and "passport" in seen["bad"][1]
+    assert seen["forget"][0] and "scope admin" in seen["forget"][1]
+
+
+def test_stdio(neo4j_connection: tuple[str, tuple[str, str]], keys: Keys) -> None:
+    seen = asyncio.run(story(over_stdio(neo4j_connection, keys.writer), "mira"))
+    # A write key sees every tool but forget (admin).
+    assert seen["tools"] == [op.name for op in OPERATIONS if op.name != "forget"]
+    check(seen)
+
+
+def test_streamable_http(server: Server, keys: Keys) -> None:
+    seen = asyncio.run(story(over_http(server, keys.writer), "mira-http"))
+    assert seen["tools"] == [op.name for op in OPERATIONS if op.name != "forget"]
+    check(seen)
+
+
+def test_http_without_a_valid_key_never_reaches_the_mcp_server(server: Server, keys: Keys) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    for headers in ({}, {"Authorization": f"Bearer {keys.revoked}"}, {"Authorization": "Bearer nope"}):
+        response = httpx.post(f"{server.url}/mcp", json=message, headers={
+            **headers, "Accept": "application/json, text/event-stream"})
+        assert response.status_code == 401 and response.json()["error"]["type"] == "Unauthenticated"
+
+
+def test_a_read_key_lists_only_read_tools_and_cannot_write(server: Server, keys: Keys) -> None:
+    async def run() -> tuple[list[str], Any]:
+        async with over_http(server, keys.reader) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = [t.name for t in (await session.list_tools()).tools]
+            refused = await session.call_tool("remember", {"content": "x", "deltas": [
+                {"subject": "mira", "attribute": "home_city", "value": "Rome"}]})
+            return names, refused
+
+    names, refused = asyncio.run(run())
+    assert names == [op.name for op in OPERATIONS if op.scope.value == "read"]
+    assert refused.is_error and "scope write" in refused.content[0].text
+
+
+def test_stdio_refuses_to_start_without_a_valid_key(neo4j_connection: tuple[str, tuple[str, str]],
+                                                    keys: Keys) -> None:
+    result = subprocess.run([SGAM, "mcp"], env=server_env(neo4j_connection, SGAM_API_KEY=keys.revoked),
+                            input=b"", capture_output=True, timeout=120)
+    assert result.returncode == 1 and b"revoked" in result.stderr
