@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from datetime import datetime, timezone
+from importlib import import_module
 from typing import Any
 
 import pytest
 
 from sgam import MemoryGraph
 from sgam.graph import evolution
-from sgam.graph.schema import default_schema
+from sgam.graph.schema import default_schema, quote_identifier
 from sgam.graph.writes import lock_and_read_query
 from tests.cypher_constants import Constant, discover, statements, templates
 
@@ -59,6 +60,10 @@ BUILT: dict[str, Callable[[MemoryGraph], list[str]]] = {
         evolution.values_statement(RETYPE, RETYPE.sources[0]).query,
     ],
     "sgam.api": lambda graph: [graph._subject_of({"tenant": "t", "memory_id": "m1"})[0]],
+    # SgamStore splices its item attribute's relationship type (any fact type plans the same); the
+    # module needs the langgraph extra, so it is imported only when discovery found it.
+    "sgam.integrations.langgraph": lambda graph: [
+        import_module("sgam.integrations.langgraph").CURRENT_ITEMS % quote_identifier("HOME_CITY")],
 }
 
 
