@@ -281,7 +281,8 @@ def _backfill_ledgers(schema: Schema, clock: Callable[[], datetime], batch: int 
         return False
     after: str | None = ""
     while after is not None:
-        _, after = yield InTx(lambda start=after: backfill_steps(schema, start, batch, clock()))
+        start = after
+        _, after = yield InTx(lambda: backfill_steps(schema, start, batch, clock()))  # noqa: B023
     yield Auto(Statement(RECORD, {"id": LEDGER_BACKFILL, "statements": []}))
     return True
 
@@ -307,7 +308,7 @@ def _backfill_quarantine_readers(schema: Schema, batch: int = BACKFILL_BATCH) ->
             if readers is not None:
                 stamped.append({**r, "id": r["episode_id"], "readers": list(readers)})
         if stamped:
-            yield InTx(lambda chosen=stamped: _stamp_steps(chosen))
+            yield InTx(lambda: _stamp_steps(stamped))  # noqa: B023
     yield Auto(Statement(RECORD, {"id": QUARANTINE_READERS, "statements": []}))
     return True
 

@@ -359,5 +359,6 @@ def forget_op(tenant: str, subject: str, clock: Callable[[], datetime], *, dry_r
               actor: str | None = None, reason: str | None = None) -> Operation[ForgetReport]:
     """Erase ``subject`` in one transaction and leave a tombstone; a dry run reads only, in a READ
     transaction."""
-    return (yield InTx(lambda: forget_steps(tenant, subject, clock(), dry_run=dry_run, actor=actor,
-                                            reason=reason), read=dry_run))
+    report: ForgetReport = yield InTx(lambda: forget_steps(tenant, subject, clock(), dry_run=dry_run, actor=actor,
+                                                          reason=reason), read=dry_run)
+    return report

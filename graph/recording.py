@@ -157,7 +157,8 @@ def record_op(episodes: Sequence[Episode], clock: Callable[[], datetime],
     """Store raw episodes, deduplicated by content hash per tenant, in one transaction."""
     if not episodes:
         return []
-    return (yield InTx(lambda: record_steps(episodes, clock(), status)))
+    recorded: list[Recorded] = yield InTx(lambda: record_steps(episodes, clock(), status))
+    return recorded
 
 
 __all__ = ["Recorded", "episode_params", "plan_recording", "record_op", "record_steps"]

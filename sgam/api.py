@@ -554,6 +554,8 @@ class MemoryGraph(_Queries):
     >>> graph.current("demo", "mira", "passport_deadline")  # doctest: +SKIP
     """
 
+    store: Store
+
     def __init__(self, store: Store) -> None:
         self.store = store
         self.schema = store.schema
@@ -970,6 +972,8 @@ class MemoryGraph(_Queries):
 
 class AsyncMemoryGraph(_Queries):
     """The async twin of :class:`MemoryGraph`, for agents on asyncio."""
+
+    store: AsyncStore
 
     def __init__(self, store: AsyncStore) -> None:
         self.store = store

@@ -31,7 +31,7 @@ from langgraph.store.base import (
 from sgam.api import MemoryGraph
 from sgam.graph.errors import Conflict, InvalidDelta, NotFound
 from sgam.graph.schema import Schema, quote_identifier
-from sgam.graph.writes import native
+from sgam.graph.codec import native
 
 ATTRIBUTE = "store_item"
 ENTITY_TYPE = "StoreItem"
