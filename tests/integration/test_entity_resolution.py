@@ -268,3 +268,18 @@ def test_a_direct_write_to_a_merged_id_is_refused(two_adas: MemoryGraph, tenant:
     assert "merged into 'ada'" in result.rejected[0].message
     with pytest.raises(MergedSubject):
         two_adas.current(tenant, "ada-lovelace")
+
+
+def test_export_subject_lists_aliases_and_merge_records(two_adas: MemoryGraph, tenant: str) -> None:
+    g = two_adas
+    [alias] = g.export_subject(tenant, "ada-lovelace")["aliases"]
+    assert (alias["name"], alias["key"]) == ("Countess of Lovelace", "countess of lovelace")
+    g.merge_entities(tenant, "ada", "ada-lovelace", actor="user:ops", reason="same person")
+    kept, dropped = g.export_subject(tenant, "ada", principal="*"), g.export_subject(tenant, "ada-lovelace")
+    assert {"ada lovelace", "countess of lovelace"} <= {a["key"] for a in kept["aliases"]}
+    assert dropped["aliases"] == []
+    [record] = kept["merges"]
+    assert dropped["merges"] == [record]
+    assert (record["kept"], record["dropped"], record["status"], record["merged_by"], record["reason"]) \
+        == ("ada", "ada-lovelace", "merged", "user:ops", "same person")
+    assert "slots" not in record and record["split_at"] is None
