@@ -145,6 +145,14 @@ WHERE NOT EXISTS { MATCH (e)-[f]-() WHERE f.memory_id IS NOT NULL AND NOT elemen
 RETURN collect(elementId(e)) AS eids, collect(e.id) AS ids
 """
 
+# The aliases of the entities a deletion removes (graph/aliases.py): they name nothing after it.
+DELETE_ALIASES_OF = """
+UNWIND $ids AS id
+MATCH (e:Entity) WHERE elementId(e) = id
+MATCH (a:Alias)-[:ALIAS_OF]->(e)
+DETACH DELETE a
+"""
+
 # The rows an episode deletion keeps lose its pointers; the fields are computed in Python.
 UPDATE_SUPPORT = """
 UNWIND $rows AS r
@@ -409,6 +417,8 @@ def _remove(plan: _Plan) -> Generator[Statement, Records, None]:
         yield Statement(DELETE_FACTS, {"fids": plan.fids})
     if plan.updates:
         yield Statement(UPDATE_SUPPORT, {"rows": plan.updates})
+    if plan.entity_eids:
+        yield Statement(DELETE_ALIASES_OF, {"ids": plan.entity_eids})
     if plan.values or plan.entity_eids:
         yield Statement(DELETE_NODES, {"ids": plan.values + plan.entity_eids})
     if plan.ledgers:

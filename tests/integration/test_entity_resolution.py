@@ -283,3 +283,24 @@ def test_export_subject_lists_aliases_and_merge_records(two_adas: MemoryGraph, t
     assert (record["kept"], record["dropped"], record["status"], record["merged_by"], record["reason"]) \
         == ("ada", "ada-lovelace", "merged", "user:ops", "same person")
     assert "slots" not in record and record["split_at"] is None
+
+
+def test_deleting_the_only_episode_of_an_entity_deletes_its_aliases(graph: MemoryGraph, tenant: str) -> None:
+    graph.ingest(tenant_id=tenant, id="e9", content="Grace Hopper lives in Arlington.", occurred_at=utc(2026, 2, 1),
+                 deltas=[{"subject": "grace", "subject_name": "Grace Hopper", "subject_type": "Person",
+                          "attribute": "home_city", "value": "Arlington"}])
+    aliases = "MATCH (a:Alias {tenant_id: $t}) RETURN a.key AS key"
+    assert graph.store.read(aliases, {"t": tenant}) == [{"key": "grace hopper"}]
+    report = graph.delete_episode(tenant, "e9", actor="test")
+    assert report.entities == ("grace",)
+    assert graph.store.read(aliases, {"t": tenant}) == []
+    assert graph.doctor(tenant) == []
+
+
+def test_doctor_notices_an_alias_that_names_no_entity(graph: MemoryGraph, tenant: str) -> None:
+    graph.record_episode(tenant_id=tenant, id="e1", content="Ada.", occurred_at=utc(2026, 1, 1))
+    graph.write(tenant_id=tenant, subject="ada", attribute="home_city", value="Porto", valid_from=utc(2026, 1, 1),
+                source_episode_id="e1")
+    assert graph.doctor(tenant) == []
+    graph.store.run_write("CREATE (:Alias {tenant_id: $t, key: 'lost name', name: 'Lost Name'})", {"t": tenant})
+    assert [(p["problem"], p["other"]) for p in graph.doctor(tenant)] == [("orphan alias", "Lost Name")]
