@@ -10,8 +10,8 @@ already names.
 Aliases are found three ways: ``search-entities`` searches them (full-text index
 ``sgam_entity_alias``); ingest links an episode to the entities whose alias its text names
 (:func:`alias_grams`, looked up by ingest's ``LINK_AND_READ``); and ingest resolves a candidate's
-``subject`` that is no entity id, or its ``subject_name``, to the one entity that alias names
-(:func:`resolve_steps`).
+``subject`` that is no entity id, or its ``subject_name``, and a relation's value that is no entity
+id, to the one entity that alias names (:func:`resolve_steps`).
 Ingest adds each accepted delta's ``subject_name`` as an alias of its subject. ``forget`` erases
 a subject's aliases with it, and the residue check finds one left behind.
 """

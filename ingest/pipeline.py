@@ -330,7 +330,7 @@ def process_op(target: Target, episode: Episode, extractors: Sequence[Extractor]
             continue
         candidates.extend((extractor.name, c) for c in raw)
     valid, refused = validate(episode, candidates)
-    valid = yield from resolve_subjects(episode.tenant_id, valid)
+    valid = yield from resolve_references(episode.tenant_id, valid, target.schema)
     given: list[DeltaResult] = []
     if strict:
         given, valid = yield from _write_given(target, episode, valid, refused)
@@ -576,17 +576,33 @@ def _replay_candidates(target: Target, tenant: str, entries: Sequence[q.Quaranti
     yield from _mark(target, tenant, resolved, [])
 
 
-def resolve_subjects(tenant: str, valid: list[tuple[str, dict[str, Any], MemoryDelta]]
-                     ) -> Operation[list[tuple[str, dict[str, Any], MemoryDelta]]]:
-    """The candidates with each ``subject`` that is no entity id but an alias of one entity (by id,
-    else by ``subject_name``), or an entity merged into another, replaced by that entity's id
-    (see :func:`sgam.graph.aliases.resolve_steps`)."""
+def _target_ref(delta: MemoryDelta, schema: Schema) -> tuple[str, None] | None:
+    """A relation candidate's value as an entity reference (by id or alias; it has no name)."""
+    spec = schema.attributes.get(delta.attribute)
+    if spec is None or spec.value_type != "entity" or not isinstance(delta.value, str):
+        return None
+    return delta.value.strip(), None
+
+
+def resolve_references(tenant: str, valid: list[tuple[str, dict[str, Any], MemoryDelta]], schema: Schema
+                       ) -> Operation[list[tuple[str, dict[str, Any], MemoryDelta]]]:
+    """The candidates with each ``subject``, and each relation's value, that is no entity id but
+    an alias of one entity (the subject by id, else by ``subject_name``), or an entity merged into
+    another, replaced by that entity's id (see :func:`sgam.graph.aliases.resolve_steps`)."""
     if not valid:
         return valid
-    refs = [(d.subject, d.subject_name) for _, _, d in valid]
+    targets = {i: ref for i, (_, _, d) in enumerate(valid) if (ref := _target_ref(d, schema)) is not None}
+    refs = [(d.subject, d.subject_name) for _, _, d in valid] + list(targets.values())
     resolved = yield InTx(lambda: resolve_steps(tenant, refs), read=True)
-    return [(name, raw, d.model_copy(update={"subject": resolved[(d.subject, d.subject_name)]})
-             if (d.subject, d.subject_name) in resolved else d) for name, raw, d in valid]
+    found = []
+    for i, (name, raw, d) in enumerate(valid):
+        update: dict[str, Any] = {}
+        if (d.subject, d.subject_name) in resolved:
+            update["subject"] = resolved[(d.subject, d.subject_name)]
+        if i in targets and targets[i] in resolved:
+            update["value"] = resolved[targets[i]]
+        found.append((name, raw, d.model_copy(update=update) if update else d))
+    return found
 
 
 def remember_names(target: Target, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]],
@@ -607,5 +623,5 @@ __all__ = ["DEFER_BACKOFF", "IngestReport", "PROVENANCE_KEYS", "QuarantineReplay
            "default_extractors", "defer", "defer_op", "ingest", "ingest_op", "is_explicit_memory", "list_quarantine",
            "load_episode", "load_episode_op", "mention_tokens", "process_op", "quarantine_entries",
            "quarantine_params", "record", "record_op", "remember_names", "replay_quarantine", "replay_quarantine_op",
-           "resolve_subjects", "submit",
+           "resolve_references", "submit",
            "submit_op", "validate", "write"]

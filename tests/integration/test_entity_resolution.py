@@ -304,3 +304,24 @@ def test_doctor_notices_an_alias_that_names_no_entity(graph: MemoryGraph, tenant
     assert graph.doctor(tenant) == []
     graph.store.run_write("CREATE (:Alias {tenant_id: $t, key: 'lost name', name: 'Lost Name'})", {"t": tenant})
     assert [(p["problem"], p["other"]) for p in graph.doctor(tenant)] == [("orphan alias", "Lost Name")]
+
+
+def test_ingest_resolves_a_relation_value_through_an_alias(graph: MemoryGraph, tenant: str) -> None:
+    graph.record_episode(tenant_id=tenant, id="e1", content="Account acc-1 is covered by pol-1.",
+                         occurred_at=utc(2026, 1, 1))
+    graph.write(tenant_id=tenant, subject="acc-1", subject_type="Account", attribute="covered_by", value="pol-1",
+                valid_from=utc(2026, 1, 1), source_episode_id="e1")
+    graph.add_alias(tenant, "acc-1", "Gold Account")
+    report = graph.ingest(tenant_id=tenant, id="e2", content="Ada holds the gold account.",
+                          occurred_at=utc(2026, 2, 1),
+                          deltas=[{"subject": "ada", "subject_type": "Customer", "attribute": "holds",
+                                   "value": "Gold Account"}])
+    assert report.written == 1 and not report.quarantined
+    assert [f.value for f in graph.current(tenant, "ada", "holds")] == ["acc-1"]
+    # A value that is an entity id stays as it is, even when it is an alias of another entity too.
+    graph.write(tenant_id=tenant, subject="acc-2", subject_type="Account", attribute="covered_by", value="pol-1",
+                valid_from=utc(2026, 1, 1), source_episode_id="e1")
+    graph.add_alias(tenant, "acc-1", "acc-2")
+    graph.ingest(tenant_id=tenant, id="e3", content="Ada holds acc-2 too.", occurred_at=utc(2026, 2, 2),
+                 deltas=[{"subject": "ada", "attribute": "holds", "value": "acc-2"}])
+    assert sorted(f.value for f in graph.current(tenant, "ada", "holds")) == ["acc-1", "acc-2"]
