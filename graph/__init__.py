@@ -23,11 +23,14 @@ from .errors import (
     SgamError,
     StoreUnavailable,
     ForgottenSubject,
+    MergedSubject,
     InvalidSetting,
     UnknownAttribute,
     UnknownSubject,
     UnknownTenant,
 )
+from .candidates import MergeCandidate
+from .merge import MergeReport
 from .models import Cardinality, Entity, Episode, EpisodeKind, Fact, MemoryDelta, Op, Status
 from .reconcile import WritePlan, reconcile
 from .schema import AttributeSpec, RetentionClass, Schema, default_schema, quote_identifier
@@ -44,6 +47,8 @@ __all__ = [
     "Fact",
     "InvalidDelta",
     "MemoryDelta",
+    "MergeCandidate",
+    "MergeReport",
     "NotAllowed",
     "NotFound",
     "Op",
@@ -55,6 +60,7 @@ __all__ = [
     "Status",
     "StoreUnavailable",
     "ForgottenSubject",
+    "MergedSubject",
     "InvalidSetting",
     "UnknownAttribute",
     "UnknownSubject",

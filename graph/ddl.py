@@ -158,6 +158,17 @@ EXTRACTION_TRAIL = Migration(
     ),
 )
 
+# Entity resolution (graph/aliases.py, graph/merge.py): aliases are looked up by (tenant, key) when
+# ingest resolves a name and searched in full text with the entity names; merge records per tenant.
+ALIASES = Migration(
+    "0014-entity-aliases",
+    (
+        "CREATE INDEX sgam_alias_key IF NOT EXISTS FOR (a:Alias) ON (a.tenant_id, a.key)",
+        "CREATE FULLTEXT INDEX sgam_entity_alias IF NOT EXISTS FOR (a:Alias) ON EACH [a.name, a.key]",
+        "CREATE INDEX sgam_merge_tenant IF NOT EXISTS FOR (m:Merge) ON (m.tenant_id)",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -223,7 +234,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
             SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS,
-            EXTRACTION_TRAIL]
+            EXTRACTION_TRAIL, ALIASES]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -44,8 +44,8 @@ from .steps import Auto, Operation, Read, Records, Statement, Write
 GRAINS = ("memory", "slot", "episode", "tenant")
 
 # The labels a tenant's data lives under, deleted in this order (facts first; see store.py).
-TENANT_LABELS = ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger",
-                 "Extraction")
+TENANT_LABELS = ("Episode", "Value", "Alias", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger",
+                 "Extraction", "Merge")
 
 # Locks the subjects a deletion changes, in sorted order as the write path locks them.
 LOCK_SUBJECTS = """
@@ -149,6 +149,14 @@ WHERE NOT EXISTS { MATCH (e)-[f]-() WHERE f.memory_id IS NOT NULL AND NOT elemen
   AND NOT EXISTS { MATCH (l:Ledger {tenant_id: $tenant, subject: e.id})
                    WHERE NOT [l.subject, l.attribute] IN $slots }
 RETURN collect(elementId(e)) AS eids, collect(e.id) AS ids
+"""
+
+# The aliases of the entities a deletion removes (graph/aliases.py): they name nothing after it.
+DELETE_ALIASES_OF = """
+UNWIND $ids AS id
+MATCH (e:Entity) WHERE elementId(e) = id
+MATCH (a:Alias)-[:ALIAS_OF]->(e)
+DETACH DELETE a
 """
 
 # The rows an episode deletion keeps lose its pointers; the fields are computed in Python.
@@ -415,6 +423,8 @@ def _remove(plan: _Plan) -> Generator[Statement, Records, None]:
         yield Statement(DELETE_FACTS, {"fids": plan.fids})
     if plan.updates:
         yield Statement(UPDATE_SUPPORT, {"rows": plan.updates})
+    if plan.entity_eids:
+        yield Statement(DELETE_ALIASES_OF, {"ids": plan.entity_eids})
     if plan.values or plan.entity_eids:
         yield Statement(DELETE_NODES, {"ids": plan.values + plan.entity_eids})
     if plan.ledgers:

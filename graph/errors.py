@@ -8,7 +8,8 @@
     ├── NotFound                 an episode, fact, query or entity that was asked for does not exist
     │   ├── UnknownTenant        a read names a tenant that holds nothing (a typo, or nothing stored yet)
     │   ├── UnknownSubject       a read names a subject never stored in its tenant
-    │   └── ForgottenSubject     a read names a subject that was erased (it has a tombstone)
+    │   ├── ForgottenSubject     a read names a subject that was erased (it has a tombstone)
+    │   └── MergedSubject        a read names an entity merged into another (names the one it is now)
     ├── NotAllowed               the actor may not do this (e.g. confirm a sensitive attribute)
     ├── StoreUnavailable         Neo4j cannot be reached, refused the credentials, or kept
     │                            failing a transaction with a transient error (transient)
@@ -72,6 +73,11 @@ class UnknownSubject(NotFound):
 
 class ForgottenSubject(NotFound):
     """A read names a subject that was erased (``forget_subject``): known, but nothing is kept."""
+
+
+class MergedSubject(NotFound):
+    """A read names an entity that was merged into another (``merge_entities``): its facts are the
+    other's now. ``as_of`` with a ``known_at`` before the merge still answers for it."""
 
 
 class NotAllowed(SgamError):

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from .deletion import DELETE_FACTS, DELETE_NODES, LOCK_SUBJECTS
-from .errors import NotFound
+from .errors import Conflict, NotFound
 from .names import Terms, term_hash
 from .steps import InTx, Operation, Records, Statement
 
@@ -70,7 +70,9 @@ OPTIONAL MATCH (ep:Episode)-[:MENTIONS]->(e)
 WITH e, ep, CASE WHEN ep IS NULL THEN 0 ELSE COUNT { (ep)-[:MENTIONS]->(other) WHERE other <> e } END AS others
 WITH e, collect(CASE WHEN ep IS NOT NULL AND others = 0 THEN ep.id END) AS only,
      collect(CASE WHEN others > 0 THEN ep.id END) AS shared
-RETURN count(e) AS subjects, e.name AS name, only, shared,
+RETURN count(e) AS subjects, e.name AS name, e.merged_into AS merged_into, only, shared,
+       COLLECT { MATCH (a:Alias)-[:ALIAS_OF]->(e) RETURN a.name } AS aliases,
+       COLLECT { MATCH (h:Entity {tenant_id: $tenant, merged_into: $subject}) RETURN h.id } AS merged,
        COUNT { (e)-[f]-() WHERE f.memory_id IS NOT NULL } AS facts,
        COLLECT { MATCH (q:Quarantine {tenant_id: $tenant}) WHERE $subject IN coalesce(q.subjects, [])
                  RETURN q.candidate } AS refused,
@@ -120,6 +122,21 @@ WHERE f.tenant_id = $tenant AND f.memory_id IS NOT NULL AND NOT f.memory_id IN $
 UNWIND [f.source_episode_id, f.expired_by_episode_id] + coalesce(f.support_episodes, []) AS id
 WITH id WHERE id IN $episodes
 RETURN collect(DISTINCT id) AS cited
+"""
+
+# The subject's aliases, the entities merged into it (their retired rows are its history) and the
+# records of those merges (they hold the merged statements), before the entities go.
+DELETE_MERGED = """
+CALL () {
+  MATCH (a:Alias)-[:ALIAS_OF]->(e:Entity {tenant_id: $tenant})
+  WHERE e.id = $subject OR e.id IN $merged
+  DETACH DELETE a
+}
+CALL () {
+  MATCH (m:Merge {tenant_id: $tenant})
+  WHERE m.kept = $subject OR m.dropped = $subject OR m.dropped IN $merged
+  DETACH DELETE m
+}
 """
 
 DELETE_SUBJECT = """
@@ -263,7 +280,11 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
     [found] = yield Statement(GATHER, {**params, "types": list(VALUE_TYPES)})
     if found["subjects"] == 0 and not found["refused"]:
         raise NotFound(f"tenant {tenant!r} has no subject {subject!r} to forget")
-    names = Terms(_names(subject, found["name"], found["refused"]))
+    if found["merged_into"] is not None:
+        raise Conflict(f"{subject!r} of tenant {tenant!r} was merged into {found['merged_into']!r}: forget "
+                       f"{found['merged_into']!r}, which holds its facts now (and erases them)")
+    merged = list(found["merged"])
+    names = Terms(_names(subject, found["name"], found["refused"]) + found["aliases"] + merged)
     values = [v for v in found["values"] if len(v.strip()) >= MIN_VALUE_CHARS]
     if values:
         [held] = yield Statement(HELD_ELSEWHERE, {**params, "values": values})
@@ -291,7 +312,7 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
     for r in nodes:
         if "Episode" in r["labels"]:
             continue
-        if {"Value", "Quarantine", "Ledger", "Extraction"} & set(r["labels"]):
+        if {"Value", "Quarantine", "Ledger", "Extraction", "Alias", "Merge"} & set(r["labels"]):
             if any(_names_in(v, names) for _, v in r["texts"]):
                 drop_nodes.append(r["eid"])
         elif props := _redacted_texts(r["texts"], names):
@@ -318,20 +339,24 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
                           facts=found["facts"], dry_run=dry_run, actor=actor)
     if dry_run:
         return report
-    yield Statement(DELETE_SUBJECT, params)
+    yield Statement(DELETE_MERGED, {**params, "merged": merged})
+    for husk in [subject, *merged]:
+        yield Statement(DELETE_SUBJECT, {**params, "subject": husk})
     yield Statement(DELETE_FACTS, {"fids": drop_relationships})
     yield Statement(DELETE_NODES, {"ids": drop_nodes})
     yield Statement(REWRITE_RELATIONSHIPS, {"rows": relationship_rows})
     yield Statement(REWRITE_NODES, {"rows": node_rows})
     yield Statement(DELETE_BY_SUBJECT, {**params, "episodes": involved})
     salt = secrets.token_hex(16)
-    yield Statement(TOMBSTONE, {
-        **params, "deleted": deleted, "redacted": redacted, "salt": salt,
-        "name_hashes": sorted(term_hash(salt, s) for s in names.sequences),
-        "value_hashes": sorted(term_hash(salt, s) for s in everything.sequences - names.sequences),
-        "max_words": max(everything.lengths), "actor": actor,
-        "reason": everything.redact(reason) if reason else None, "facts": found["facts"],
-    })
+    # Each entity merged into it is forgotten with it: an old episode cannot bring it back either.
+    for husk in [subject, *merged]:
+        yield Statement(TOMBSTONE, {
+            **params, "subject": husk, "deleted": deleted, "redacted": redacted, "salt": salt,
+            "name_hashes": sorted(term_hash(salt, s) for s in names.sequences),
+            "value_hashes": sorted(term_hash(salt, s) for s in everything.sequences - names.sequences),
+            "max_words": max(everything.lengths), "actor": actor,
+            "reason": everything.redact(reason) if reason else None, "facts": found["facts"],
+        })
     return report
 
 

@@ -446,13 +446,18 @@ def delta_key(delta: MemoryDelta, value_key: str, replaces_key: str = "") -> str
     A confirmation is keyed without its ``valid_from`` (the API stamps it with the time of the
     call): the same episode confirming the same value is one confirmation.
     """
-    when = "" if delta.op is Op.CONFIRM else delta.valid_from.isoformat()
-    parts = [
-        delta.tenant_id, delta.subject, delta.attribute, delta.op.value, value_key,
-        when, delta.source_episode_id,
-    ]
-    if delta.valid_to is not None:
-        parts.append("to=" + delta.valid_to.isoformat())
+    return statement_key(delta.tenant_id, delta.subject, delta.attribute, delta.op.value, value_key,
+                         delta.valid_from, delta.source_episode_id, delta.valid_to, replaces_key)
+
+
+def statement_key(tenant: str, subject: str, attribute: str, op: str, value_key: str, valid_from: datetime,
+                  episode: str, valid_to: datetime | None = None, replaces_key: str = "") -> str:
+    """The idempotency key of a statement from its parts (:func:`delta_key` of the delta that
+    states it); a merge re-keys the statements it moves to another subject with it."""
+    when = "" if op == Op.CONFIRM.value else valid_from.isoformat()
+    parts = [tenant, subject, attribute, op, value_key, when, episode]
+    if valid_to is not None:
+        parts.append("to=" + valid_to.isoformat())
     if replaces_key:
         parts.append("replaces=" + replaces_key)
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
@@ -1000,3 +1005,43 @@ def _supported(row: Fact, plan: WritePlan) -> Fact:
         "delta_keys": (*row.delta_keys, plan.delta_key),
         "last_confirmed_at": plan.now,
     })
+
+
+def rederive(existing: Sequence[Fact], points: Sequence[Point], schema: Schema, base: WritePlan) -> WritePlan:
+    """The plan that makes a slot's stored rows the ones its statements ``points`` derive, whatever
+    they were (a merge or a split changes a slot's set of statements as a whole).
+
+    A stored row stays when a derived row has its interval, value, status and exactly its support;
+    every other row not yet retired is retired and the derived rows it lacks are created (recorded
+    at ``base.now``), so ``known_at`` before the change still answers as before. The pending
+    candidates of a gated attribute (``requires``, ``sensitive``) are not statements: they are
+    left to the caller."""
+    spec = schema.attribute(base.attribute)
+    many = spec.cardinality is Cardinality.MANY
+    rows = [r for r in existing if r.expired_at is None and (r.status is Status.CONFIRMED or not spec.gated)]
+    slot = _Slot(base, [r for r in rows if r.status is Status.CONFIRMED], list(points), (), many, schema, spec)
+    if spec.holds_disagreement:
+        runs, candidates = settled_runs(slot.points, slot.rank)
+    else:
+        runs, candidates = believed_runs(slot.points, many, slot.rank), []
+    wanted = [(run, Status.CONFIRMED) for run in runs] + [(run, Status.CANDIDATE) for run in candidates]
+    stored = {(r.valid_from, r.valid_to, r.value_key, r.status, frozenset(r.delta_keys)): r for r in rows}
+    values: dict[str, Any] = {}
+    kept: dict[tuple[Any, ...], str] = {}
+    create = []
+    for run, status in wanted:
+        keys = frozenset(k for p in run.support for k in p.supporting_keys)
+        row = stored.pop((run.start, run.end, run.value_key, status, keys), None)
+        if row is not None:
+            kept[(run.start, run.end, run.value_key)] = row.memory_id
+            continue
+        props = slot._props(run, values, None, None)
+        if status is Status.CANDIDATE:
+            props = _row_props(base, spec, schema, run, props["value"], Status.CANDIDATE)
+        create.append(props)
+    ids = dict(kept)
+    ids.update(((p["valid_from"], p["valid_to"], p["value_key"]), p["memory_id"]) for p in create)
+    slot._link([p for p in create if p["status"] == Status.CONFIRMED.value], runs, ids)
+    return replace(base, outcome="rederived", expire=tuple(r.memory_id for r in stored.values()),
+                   create=tuple(create), statements=tuple(points))
+

@@ -10,7 +10,9 @@ One read transaction, so the parts agree with each other:
 * ``episodes``: the episodes that mention it (``MENTIONS``) or that its facts cite;
 * ``statements``: its slots' ledgers (the statements the believed rows derive from);
 * ``quarantine``: refused candidates that name it; ``deletions`` and ``tombstone``: the records
-  of what was deleted or forgotten about it (ids and counts only).
+  of what was deleted or forgotten about it (ids and counts only);
+* ``aliases``: the other names it goes by (as given, when and by whom); ``merges``: the records of
+  merges it was kept or dropped in (who, when, why, split or not; not the statements they moved).
 
 Reads are the reader's (``principal``, as every read): private facts, their statements, their
 episodes and refused candidates of private attributes reach only the principals their attribute
@@ -87,6 +89,21 @@ ORDER BY d.deleted_at, d.id
 """
 
 # Vectors are derived from the text (which is exported), not something said about the subject.
+ALIASES = """
+MATCH (a:Alias)-[:ALIAS_OF]->(:Entity {tenant_id: $tenant, id: $subject})
+RETURN a {.name, .key, .added_at, .added_by} AS alias
+ORDER BY a.key
+"""
+
+# A merge record's audit fields: its slot changes hold statements, which the facts export already.
+MERGES = """
+MATCH (m:Merge {tenant_id: $tenant})
+WHERE m.kept = $subject OR m.dropped = $subject
+RETURN m {.id, .kept, .dropped, .status, .merged_at, .merged_by, .reason, .split_at, .split_by, .split_reason,
+          .retired, .created} AS record
+ORDER BY m.merged_at
+"""
+
 _LEFT_OUT = ("embedding",)
 
 
@@ -136,6 +153,8 @@ def export_steps(tenant: str, subject: str, principal: str | None, schema: Schem
     refused = [q for q in (_plain(r["entry"]) for r in rows) if q is not None]
     rows = yield Statement(DELETIONS, params)
     deletions = [_plain(r["record"]) for r in rows]
+    aliases = [_plain(r["alias"]) for r in (yield Statement(ALIASES, params))]
+    merges = [_plain(r["record"]) for r in (yield Statement(MERGES, params))]
     if found["entity"] is None and not refused and not ledgers:
         raise NotFound(f"tenant {tenant!r} holds nothing about subject {subject!r}: no entity, facts, "
                        "statements or quarantine entries (check the tenant and the subject id)")
@@ -150,7 +169,7 @@ def export_steps(tenant: str, subject: str, principal: str | None, schema: Schem
         "statements": {r["attribute"]: [json.loads(p) for p in r["points"] or ()] for r in ledgers
                        if _readable(schema, r["attribute"], subject, principal)},
         "quarantine": [q for q in refused if _refusal_readable(schema, q, principal)],
-        "deletions": deletions, "tombstone": _plain(found["tombstone"]),
+        "deletions": deletions, "tombstone": _plain(found["tombstone"]), "aliases": aliases, "merges": merges,
     }
 
 

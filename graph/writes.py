@@ -96,7 +96,7 @@ CALL () {
   OPTIONAL MATCH (t:Tombstone {tenant_id: s.tenant_id, subject: s.id})
     USING INDEX t:Tombstone(tenant_id, subject)
   RETURN collect({tenant_id: s.tenant_id, id: s.id, type: e.type, forgotten_at: t.forgotten_at,
-                  eid: elementId(e)}) AS entities
+                  eid: elementId(e), merged_into: e.merged_into}) AS entities
 }
 CALL () {
   UNWIND $mentions AS m
@@ -412,11 +412,13 @@ def _check(prepared: list[Prepared], results: list[DeltaResult], known: dict[tup
     stored_types = {(r["tenant_id"], r["id"]): r["type"] for r in entities if r["type"]}
     known.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in entities if r["eid"])
     forgotten = {(r["tenant_id"], r["id"]): native(r["forgotten_at"]) for r in entities if r["forgotten_at"]}
+    merged = {(r["tenant_id"], r["id"]): r["merged_into"] for r in entities if r.get("merged_into")}
     kept: list[Prepared] = []
     claimed: dict[tuple[str, str], int] = {}  # new entities typed by a kept delta of this batch
     failed: list[tuple[Prepared, SgamError]] = []
     for p in prepared:
-        error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten)
+        error = _check_one(p, present, stored_types, claimed) or _check_forgotten(p, present, forgotten) \
+            or _check_merged(p, merged)
         if error is None:
             kept.append(p)
             for entity_id, entity_type in zip(entities_of(p), (p.subject_type, p.target_type)):
@@ -466,6 +468,16 @@ def _check_forgotten(p: Prepared, occurred: dict[tuple[str, str], datetime],
                 f"{d.source_episode_id!r} occurred before that ({episode_time.isoformat()}), so it "
                 "cannot bring it back"
             )
+    return None
+
+
+def _check_merged(p: Prepared, merged: dict[tuple[str, str], str]) -> SgamError | None:
+    """An entity merged into another holds only its history (graph/merge.py): write about that one."""
+    for entity_id in entities_of(p):
+        into = merged.get((p.delta.tenant_id, entity_id))
+        if into is not None:
+            return Conflict(f"{entity_id!r} of tenant {p.delta.tenant_id!r} was merged into {into!r}: write "
+                            f"about {into!r} (or split them first: sgam entities split)")
     return None
 
 
@@ -706,19 +718,8 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
     relation_rows: list[dict[str, Any]] = []
     for props in creates:
         row = final[props["memory_id"]]
-        stored, instants = storable(vars(row))  # the fields, as model_dump() gives them
-        # The relationship type comes from the schema (checked there like every identifier).
-        entry: dict[str, Any] = {"tenant_id": row.tenant_id, "eid": locked.subject_ids[(row.tenant_id, row.subject)],
-                 "rel_type": schema.rel_type(row.attribute), "props": stored, "at": instants}
-        if row.kind == "relation":
-            entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)
-            relation_rows.append(entry)
-        else:
-            # One value node per subject and value: versions that repeat a value share it, and
-            # no two subjects ever lock the same value node (shared ones deadlocked batches).
-            entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}",
-                         caption=caption(row.value))
-            attribute_rows.append(entry)
+        entry = fact_entry(row, locked.subject_ids[(row.tenant_id, row.subject)], schema)
+        (relation_rows if row.kind == "relation" else attribute_rows).append(entry)
     # Each changed subject's updated_at is set once: with its first ledger, or on its own.
     stamped: set[tuple[str, str]] = set()
     ledgers = []
@@ -831,6 +832,23 @@ def _private_episodes(prepared: list[Prepared], schema: Schema) -> list[dict[str
             key = (p.delta.tenant_id, p.delta.source_episode_id)
             readers[key] = [r for r in readers.get(key, allowed) if r in allowed]
     return [{"tenant_id": t, "id": e, "readers": r} for (t, e), r in sorted(readers.items())]
+
+
+def fact_entry(row: Fact, eid: str, schema: Schema) -> dict[str, Any]:
+    """The parameter row that creates ``row`` under the subject with element id ``eid``:
+    for :data:`CREATE_RELATION_FACTS` when ``row.kind`` is ``relation``, else for
+    :data:`CREATE_ATTRIBUTE_FACTS`."""
+    stored, instants = storable(vars(row))  # the fields, as model_dump() gives them
+    # The relationship type comes from the schema (checked there like every identifier).
+    entry: dict[str, Any] = {"tenant_id": row.tenant_id, "eid": eid, "rel_type": schema.rel_type(row.attribute),
+                             "props": stored, "at": instants}
+    if row.kind == "relation":
+        entry.update(target=row.value, target_type=schema.attribute(row.attribute).target)
+    else:
+        # One value node per subject and value: versions that repeat a value share it, and
+        # no two subjects ever lock the same value node (shared ones deadlocked batches).
+        entry.update(node_key=f"{row.subject}|{row.attribute}|{row.value_key}", caption=caption(row.value))
+    return entry
 
 
 __all__ = [

@@ -4,8 +4,8 @@
 
 1. record the raw episode first (deduplicated by content hash: a duplicate is processed under the
    id it is already stored as), so nothing said is lost if a later step fails;
-2. link it to the known entities it mentions (entity ids that appear in its text) and read their
-   current values, which every extractor gets to compare against;
+2. link it to the known entities it mentions (entity ids, or aliases, that appear in its text)
+   and read their current values, which every extractor gets to compare against;
 3. run each extractor; a terminal :class:`~sgam.graph.errors.ExtractionError` is quarantined
    (stage ``extract``), a transient one is raised for the caller or worker to retry;
 4. fill each candidate's implied fields from the episode (:func:`~sgam.ingest.extract.implied_fields`)
@@ -43,12 +43,16 @@ import re
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from sgam.graph import recording
+from sgam.graph.aliases import (
+    MAX_ALIAS_WORDS, add_alias_steps, alias_grams, alias_key, resolve_steps,
+)
 from sgam.graph.batches import write_many_op
 from sgam.graph.recording import Recorded
 from sgam.graph.errors import ExtractionError, InvalidDelta, SgamError, StoreUnavailable, validation_problems
@@ -71,10 +75,19 @@ MAX_MENTION_TOKENS = 5000
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}")
 _EXPLICIT = re.compile(r"^\W*(please\s+)?remember\b", re.IGNORECASE)
 
+# The entities an episode mentions: by id (``$ids``), or by an alias (``$grams``, its word runs).
 LINK_AND_READ = """
 MATCH (ep:Episode {tenant_id: $tenant, id: $episode})
-UNWIND $ids AS id
-MATCH (e:Entity {tenant_id: $tenant, id: id})
+CALL () {
+  UNWIND $ids AS id
+  MATCH (e:Entity {tenant_id: $tenant, id: id})
+  RETURN e
+  UNION
+  UNWIND $grams AS gram
+  MATCH (:Alias {tenant_id: $tenant, key: gram})-[:ALIAS_OF]->(e:Entity)
+  WHERE e.merged_into IS NULL
+  RETURN e
+}
 MERGE (ep)-[:MENTIONS]->(e)
 WITH e
 OPTIONAL MATCH (e)-[f]->()
@@ -129,7 +142,7 @@ class StructuredDeltas:
                        for d in deltas]
 
     def extract(self, episode: Episode, current: CurrentState) -> Sequence[RawCandidate]:
-        return [dict(d) if isinstance(d, Mapping) else d for d in self.deltas]  # type: ignore[misc]
+        return [dict(d) if isinstance(d, Mapping) else d for d in self.deltas]
 
 
 @dataclass(frozen=True)
@@ -179,7 +192,8 @@ def mention_tokens(text: str) -> list[str]:
 
 def _link_steps(episode: Episode, now: datetime) -> Generator[Statement, Records, tuple[list[str], dict]]:
     rows = yield Statement(LINK_AND_READ, {"tenant": episode.tenant_id, "episode": episode.id,
-                                           "ids": mention_tokens(episode.content), "now": now})
+                                           "ids": mention_tokens(episode.content),
+                                           "grams": alias_grams(episode.content), "now": now})
     mentions: list[str] = []
     current: dict[tuple[str, str], Any] = {}
     for row in rows:
@@ -319,6 +333,7 @@ def process_op(target: Target, episode: Episode, extractors: Sequence[Extractor]
             continue
         candidates.extend((extractor.name, c) for c in raw)
     valid, refused = validate(episode, candidates)
+    valid = yield from resolve_references(episode.tenant_id, valid, target.schema)
     given: list[DeltaResult] = []
     given_valid = [v for v in valid if v[0] == StructuredDeltas.name] if strict else []
     if strict:
@@ -328,6 +343,7 @@ def process_op(target: Target, episode: Episode, extractors: Sequence[Extractor]
     entries.extend(write_refused)
     accepted = [(*given_valid[r.index][:2], r) for r in given] + [(*valid[r.index][:2], r) for r in result.results]
     made = trail.trails(episode.tenant_id, episode.id, {x.name: trail.identity(x) for x in extractors}, accepted)
+    yield from remember_names(target, episode, valid, result)
     yield InTx(lambda: _stored_steps(entries, made, now, target.schema))
     results = [*given, *result.results]
     report = IngestReport(
@@ -574,8 +590,52 @@ def _replay_candidates(target: Target, tenant: str, entries: Sequence[q.Quaranti
     yield from _mark(target, tenant, resolved, [])
 
 
+def _target_ref(delta: MemoryDelta, schema: Schema) -> tuple[str, None] | None:
+    """A relation candidate's value as an entity reference (by id or alias; it has no name)."""
+    spec = schema.attributes.get(delta.attribute)
+    if spec is None or spec.value_type != "entity" or not isinstance(delta.value, str):
+        return None
+    return delta.value.strip(), None
+
+
+def resolve_references(tenant: str, valid: list[tuple[str, dict[str, Any], MemoryDelta]], schema: Schema
+                       ) -> Operation[list[tuple[str, dict[str, Any], MemoryDelta]]]:
+    """The candidates with each ``subject``, and each relation's value, that is no entity id but
+    an alias of one entity (the subject by id, else by ``subject_name``), or an entity merged into
+    another, replaced by that entity's id (see :func:`sgam.graph.aliases.resolve_steps`)."""
+    if not valid:
+        return valid
+    targets = {i: ref for i, (_, _, d) in enumerate(valid) if (ref := _target_ref(d, schema)) is not None}
+    refs = [(d.subject, d.subject_name) for _, _, d in valid] + list(targets.values())
+    resolved = yield InTx(lambda: resolve_steps(tenant, refs), read=True)
+    found = []
+    for i, (name, raw, d) in enumerate(valid):
+        update: dict[str, Any] = {}
+        if (d.subject, d.subject_name) in resolved:
+            update["subject"] = resolved[(d.subject, d.subject_name)]
+        if i in targets and targets[i] in resolved:
+            update["value"] = resolved[targets[i]]
+        found.append((name, raw, d.model_copy(update=update) if update else d))
+    return found
+
+
+def remember_names(target: Target, episode: Episode, valid: Sequence[tuple[str, dict[str, Any], MemoryDelta]],
+                   result: BatchResult) -> Operation[None]:
+    """Each accepted delta's ``subject_name`` becomes an alias of its subject."""
+    named: dict[str, list[str]] = {}
+    for r in result.results:
+        delta = valid[r.index][2]
+        # A name too long to be an alias is only the entity's name.
+        if r.ok and delta.subject_name and 0 < len(alias_key(delta.subject_name).split()) <= MAX_ALIAS_WORDS:
+            named.setdefault(delta.subject, []).append(delta.subject_name)
+    now = target.clock()
+    for subject, names in sorted(named.items()):
+        yield InTx(partial(add_alias_steps, episode.tenant_id, subject, names, now, episode.actor))
+
+
 __all__ = ["DEFER_BACKOFF", "IngestReport", "PROVENANCE_KEYS", "QuarantineReplay", "StructuredDeltas", "Target",
            "default_extractors", "defer", "defer_op", "ingest", "ingest_op", "is_explicit_memory", "list_quarantine",
            "load_episode", "load_episode_op", "mention_tokens", "process_op", "quarantine_entries",
-           "quarantine_params", "record", "record_op", "replay_quarantine", "replay_quarantine_op", "submit",
+           "quarantine_params", "record", "record_op", "remember_names", "replay_quarantine", "replay_quarantine_op",
+           "resolve_references", "submit",
            "submit_op", "validate", "write"]

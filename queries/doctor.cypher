@@ -1,5 +1,5 @@
 // name: doctor
-// doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, rows retired before they were recorded (expired_at < recorded_at: a writer's clock ran behind the row it retired), facts whose source episode is gone, edges that cross tenants; and what a recorded deletion must not leave (graph/deletion.py): a fact citing a deleted episode, a row of a deleted memory, a ledger statement of a deleted memory or episode, an orphan value node of a slot a deletion touched, data of a deleted tenant, a tenant deletion that stopped halfway.
+// doc: Invariant violations in a tenant: overlapping confirmed versions of a single-valued attribute believed at the same time (pending candidates may overlap), empty or inverted valid intervals, rows retired before they were recorded (expired_at < recorded_at: a writer's clock ran behind the row it retired), facts whose source episode is gone, edges that cross tenants; and what a recorded deletion must not leave (graph/deletion.py): a fact citing a deleted episode, a row of a deleted memory, a ledger statement of a deleted memory or episode, an orphan value node of a slot a deletion touched, data of a deleted tenant, a tenant deletion that stopped halfway; an alias that names no entity (graph/aliases.py).
 // param: tenant string  the tenant id
 // param: single_valued list  the attributes with cardinality one (the schema knows them)
 // example: :param tenant => 'demo'
@@ -91,6 +91,10 @@ CALL () {
   MATCH (d:Deletion {tenant_id: $tenant, grain: 'tenant', status: 'deleting'})
   RETURN 'tenant deletion stopped halfway' AS problem, null AS subject, null AS attribute,
          null AS memory_id, d.id AS other
+  UNION ALL
+  MATCH (a:Alias {tenant_id: $tenant})
+  WHERE NOT EXISTS { MATCH (a)-[:ALIAS_OF]->(:Entity {tenant_id: $tenant}) }
+  RETURN 'orphan alias' AS problem, null AS subject, null AS attribute, null AS memory_id, a.name AS other
 }
 RETURN problem, subject, attribute, memory_id, other
 ORDER BY problem, subject, attribute

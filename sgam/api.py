@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from sgam.graph.batches import DEFAULT_BATCH, DEFAULT_WORKERS, lane_op, lanes, merged
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished, import_op
 from sgam.graph.errors import (
-    ForgottenSubject, InvalidDelta, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
+    ForgottenSubject, InvalidDelta, MergedSubject, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
     checked, validation_problems,
 )
 from sgam.graph.evolution import MigrationReport, StepReport, migrate_op
@@ -29,7 +29,10 @@ from sgam.graph.deletion import (
     DeletionReport, delete_tenant_op, deletion_steps, episode_steps, missing_memory, slot_steps,
 )
 from sgam.graph.recording import Recorded, record_op
+from sgam.graph.aliases import add_alias_op
+from sgam.graph.candidates import MergeCandidate, candidates_op
 from sgam.graph.forget import ForgetReport, forget_op
+from sgam.graph.merge import MergeReport, merge_op, merges_op, split_op
 from sgam.graph.ddl import bootstrap_op
 from sgam.graph.residue import residue_steps
 from sgam.graph.retention import PurgeReport, purge_op
@@ -89,7 +92,10 @@ RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episo
        AS tenant,
        [s IN $subjects WHERE NOT EXISTS { MATCH (:Entity {tenant_id: $tenant, id: s}) } |
         {subject: s, forgotten_at: COLLECT { MATCH (t:Tombstone {tenant_id: $tenant, subject: s})
-                                             RETURN t.forgotten_at }[0]}] AS missing
+                                             RETURN t.forgotten_at }[0]}] AS missing,
+       COLLECT { UNWIND $subjects AS s MATCH (e:Entity {tenant_id: $tenant, id: s})
+                 WHERE e.merged_into IS NOT NULL
+                 RETURN {subject: s, into: e.merged_into, at: e.merged_at} } AS merged
 """
 # Named queries whose empty answer is the expected one for a subject that is gone.
 ABSENCE_QUERIES = frozenset({"residue"})
@@ -187,6 +193,24 @@ class _Queries:
         actor_, reason = self._audit(actor, reason)
         return forget_op(self._tenant(tenant), self._id(subject, "subject"), self.store.clock,
                          dry_run=dry_run, actor=actor_, reason=reason)
+
+    def _add_alias_op(self, tenant: str, subject: str, names: Sequence[str],
+                      actor: str | None) -> Operation[dict[str, list[str]]]:
+        actor_, _ = self._audit(actor, None)
+        return add_alias_op(self._tenant(tenant), self._id(subject, "subject"), names, self.store.clock, actor_)
+
+    def _merge_op(self, tenant: str, kept: str, dropped: str, dry_run: bool, actor: str | None,
+                  reason: str | None, dropped_tenant: str | None) -> Operation[MergeReport]:
+        actor_, reason = self._audit(actor, reason)
+        return merge_op(self._tenant(tenant), self._id(kept, "kept entity"), self._id(dropped, "dropped entity"),
+                        self.store.schema, self.store.clock, dry_run=dry_run, actor=actor_, reason=reason,
+                        dropped_tenant=None if dropped_tenant is None else self._tenant(dropped_tenant))
+
+    def _split_op(self, tenant: str, kept: str, dropped: str, dry_run: bool, actor: str | None,
+                  reason: str | None) -> Operation[MergeReport]:
+        actor_, reason = self._audit(actor, reason)
+        return split_op(self._tenant(tenant), self._id(kept, "kept entity"), self._id(dropped, "dropped entity"),
+                        self.store.schema, self.store.clock, dry_run=dry_run, actor=actor_, reason=reason)
 
     def _purge_op(self, tenant: str, now: Instant | None, on_progress: Any) -> Operation[PurgeReport]:
         at = instant_arg(now, "now") if now is not None else self.clock()
@@ -297,6 +321,11 @@ class _Queries:
                     f"{native(missing['forgotten_at']):%Y-%m-%d %H:%M} UTC: nothing about it is kept")
             raise UnknownSubject(f"tenant {tenant!r} has no subject {missing['subject']!r} stored (never, "
                                  "or its last facts were deleted): check the subject id")
+        for merged in row.get("merged", ()):
+            raise MergedSubject(
+                f"subject {merged['subject']!r} of tenant {tenant!r} was merged into {merged['into']!r} on "
+                f"{native(merged['at']):%Y-%m-%d %H:%M} UTC: read {merged['into']!r} (as_of with a known_at "
+                "before the merge still answers for the old id)")
 
     def _context_known(self, tenant: str, subjects: str | Sequence[str] | None) -> tuple[str, dict[str, Any]]:
         """:data:`KNOWN` for a context whose answer is empty (its tenant and the subjects given)."""
@@ -938,6 +967,41 @@ class MemoryGraph(_Queries):
         return to_networkx(self, tenant, renamed(valid_at, as_of, "to_networkx"), known_at,
                            subjects=subjects, hops=hops, principal=principal)
 
+    # -- entity resolution (graph/aliases.py, graph/merge.py, graph/candidates.py) -------------
+
+    def add_alias(self, tenant: str, subject: str, *names: str, actor: str | None = None) -> dict[str, list[str]]:
+        """Give ``subject`` other names it goes by (searched by ``search-entities``, used by ingest
+        to find the subject). Returns, per alias key, the other entities the alias also names:
+        merge candidates, never merged by themselves."""
+        return self.store.run(self._add_alias_op(tenant, subject, names, actor))
+
+    def merge_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                       actor: str | None = None, reason: str | None = None,
+                       dropped_tenant: str | None = None) -> MergeReport:
+        """Merge ``dropped`` into ``kept`` in one transaction (see :mod:`sgam.graph.merge`): its
+        statements join ``kept``'s slots, which are derived again; relations pointing at it, its
+        aliases, id, name and episode links move; history stays exact (``as_of`` before the merge
+        answers as before for both ids) and a ``(:Merge)`` record keeps who, when, why and what
+        moved. ``dry_run`` reports what would change (conflicts included) and writes nothing.
+        Refused across tenants (``dropped_tenant``), into itself, or between two entity types."""
+        return self.store.run(self._merge_op(tenant, kept, dropped, dry_run, actor, reason, dropped_tenant))
+
+    def split_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                       actor: str | None = None, reason: str | None = None) -> MergeReport:
+        """Undo the last merge of ``dropped`` into ``kept``: both get back the statements they had
+        (what was written to ``kept`` since stays with it), their aliases and episode links; the
+        merge record says when and by whom it was split. ``dry_run`` writes nothing."""
+        return self.store.run(self._split_op(tenant, kept, dropped, dry_run, actor, reason))
+
+    def merges(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's merge records, oldest first (who merged what, when, why; split or not)."""
+        return self.store.run(merges_op(self._tenant(tenant)))
+
+    def merge_candidates(self, tenant: str, *, limit: int = 50) -> list[MergeCandidate]:
+        """Pairs of entities that may be one, best first, with the reasons (see
+        :mod:`sgam.graph.candidates`). Nothing is merged."""
+        return self.store.run(candidates_op(self._tenant(tenant), limit))
+
 
 class AsyncMemoryGraph(_Queries):
     """The async twin of :class:`MemoryGraph`, for agents on asyncio."""
@@ -1203,6 +1267,30 @@ class AsyncMemoryGraph(_Queries):
         params = subgraph_params(self, tenant, renamed(valid_at, as_of, "to_networkx"), known_at,
                                  subjects=subjects, hops=hops, principal=principal)
         return subgraph(await self.query("subgraph", **params), params)
+
+    async def add_alias(self, tenant: str, subject: str, *names: str,
+                        actor: str | None = None) -> dict[str, list[str]]:
+        """See :meth:`MemoryGraph.add_alias`."""
+        return await self.store.run(self._add_alias_op(tenant, subject, names, actor))
+
+    async def merge_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                             actor: str | None = None, reason: str | None = None,
+                             dropped_tenant: str | None = None) -> MergeReport:
+        """See :meth:`MemoryGraph.merge_entities`."""
+        return await self.store.run(self._merge_op(tenant, kept, dropped, dry_run, actor, reason, dropped_tenant))
+
+    async def split_entities(self, tenant: str, kept: str, dropped: str, *, dry_run: bool = False,
+                             actor: str | None = None, reason: str | None = None) -> MergeReport:
+        """See :meth:`MemoryGraph.split_entities`."""
+        return await self.store.run(self._split_op(tenant, kept, dropped, dry_run, actor, reason))
+
+    async def merges(self, tenant: str) -> list[dict[str, Any]]:
+        """See :meth:`MemoryGraph.merges`."""
+        return await self.store.run(merges_op(self._tenant(tenant)))
+
+    async def merge_candidates(self, tenant: str, *, limit: int = 50) -> list[MergeCandidate]:
+        """See :meth:`MemoryGraph.merge_candidates`."""
+        return await self.store.run(candidates_op(self._tenant(tenant), limit))
 
 
 class _GraphitiGraph:

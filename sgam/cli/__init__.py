@@ -19,6 +19,7 @@
     sgam import-graphiti -t T ...  import a Graphiti graph from this Neo4j as SGAM facts
     sgam delete memory|episode|tenant -t T ...   delete at one grain, with --dry-run and an audit record
     sgam export-subject -t T -s S  everything stored about a subject, as JSON
+    sgam entities merge|split|alias|candidates   entity resolution, with --dry-run and a merge record
     sgam worker                    process the queue; sgam queue / sgam quarantine inspect it
     sgam rebuild -t T --into T2    re-extract a tenant's episodes into a fresh tenant, report the difference
     sgam serve                     the memory service: HTTP API under /v1 and MCP at /mcp
@@ -37,6 +38,7 @@ from sgam.cli import ingest  # noqa: F401
 from sgam.cli import deletion  # noqa: F401
 from sgam.cli import service  # noqa: F401
 from sgam.cli import rebuild  # noqa: F401
+from sgam.cli import entities  # noqa: F401
 from sgam.cli.common import app
 
 __all__ = ["app"]

@@ -37,7 +37,8 @@ def _seed(tenant: str) -> tuple[list[dict[str, Any]], list[MemoryDelta]]:
 def _plain(report: Any, tenant: str) -> Any:
     """A report with what differs between twin tenants by design (names, ids, times) left out."""
     data = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else report
-    drop = {"tenant_id", "tenant", "now", "at", "record_id", "target", "forgotten_at", "id"}
+    drop = {"tenant_id", "tenant", "now", "at", "record_id", "target", "forgotten_at", "id", "merge_id", "merged_at",
+            "split_at"}
     if isinstance(data, dict):
         return {k: _plain(v, tenant) for k, v in data.items() if k not in drop}
     if isinstance(data, list):
@@ -48,6 +49,17 @@ def _plain(report: Any, tenant: str) -> Any:
 def _bars(figure: Any) -> int:
     """How many fact bars a timeline figure draws (each a Rectangle with its memory_id as gid)."""
     return sum(1 for axes in figure.axes for patch in axes.patches if patch.get_gid())
+
+
+def _twin(tenant: str) -> MemoryDelta:
+    """A second Ada, for the entity resolution calls."""
+    return MemoryDelta(tenant_id=tenant, subject="ada-lovelace", subject_type="Customer", subject_name="Ada Lovelace",
+                       attribute="address", value="2 Road", valid_from=DAY, source_episode_id="crm")
+
+
+def _likely(candidates: list[Any]) -> list[tuple[str, str]]:
+    """The pairs of candidate merges with strong evidence (full-text scores vary with the index)."""
+    return [(c.a, c.b) for c in candidates if c.score >= 0.5]
 
 
 def _sync_run(graph: MemoryGraph, tenant: str) -> dict[str, Any]:
@@ -66,6 +78,13 @@ def _sync_run(graph: MemoryGraph, tenant: str) -> dict[str, Any]:
         "forget_dry": _plain(graph.forget_subject(tenant, "mira", dry_run=True), tenant),
         "forget": _plain(graph.forget_subject(tenant, "mira", actor="test"), tenant),
         "residue": graph.residue(tenant, "mira", forgotten=True),
+        "twin": graph.write(_twin(tenant)).outcome,
+        "alias": graph.add_alias(tenant, "ada", "Ada L", actor="test"),
+        "candidates": _likely(graph.merge_candidates(tenant)),
+        "merge_dry": _plain(graph.merge_entities(tenant, "ada", "ada-lovelace", dry_run=True), tenant),
+        "merge": _plain(graph.merge_entities(tenant, "ada", "ada-lovelace", actor="test", reason="one"), tenant),
+        "split": _plain(graph.split_entities(tenant, "ada", "ada-lovelace", actor="test"), tenant),
+        "merges": _plain(graph.merges(tenant), tenant),
         "graphiti": _plain(graph.import_graphiti(MAPPING, tenant, group_ids=["none-" + tenant], dry_run=True),
                            tenant),
         "delete_dry": _plain(graph.delete_tenant(tenant, dry_run=True, actor="test"), tenant),
@@ -90,6 +109,14 @@ async def _async_run(graph: AsyncMemoryGraph, tenant: str) -> dict[str, Any]:
         "forget_dry": _plain(await graph.forget_subject(tenant, "mira", dry_run=True), tenant),
         "forget": _plain(await graph.forget_subject(tenant, "mira", actor="test"), tenant),
         "residue": await graph.residue(tenant, "mira", forgotten=True),
+        "twin": (await graph.write(_twin(tenant))).outcome,
+        "alias": await graph.add_alias(tenant, "ada", "Ada L", actor="test"),
+        "candidates": _likely(await graph.merge_candidates(tenant)),
+        "merge_dry": _plain(await graph.merge_entities(tenant, "ada", "ada-lovelace", dry_run=True), tenant),
+        "merge": _plain(await graph.merge_entities(tenant, "ada", "ada-lovelace", actor="test", reason="one"),
+                        tenant),
+        "split": _plain(await graph.split_entities(tenant, "ada", "ada-lovelace", actor="test"), tenant),
+        "merges": _plain(await graph.merges(tenant), tenant),
         "graphiti": _plain(await graph.import_graphiti(MAPPING, tenant, group_ids=["none-" + tenant],
                                                        dry_run=True), tenant),
         "delete_dry": _plain(await graph.delete_tenant(tenant, dry_run=True, actor="test"), tenant),
@@ -119,6 +146,11 @@ def test_the_async_graph_gives_the_sync_graph_s_reports(graph: MemoryGraph, tena
     assert expected["written"] == ["created", "created", "created"]
     assert expected["purge"]["facts"] == {"session": 1, "operational": 0}
     assert expected["forget"]["facts"] > 0 and expected["residue"] == []
+    assert expected["twin"] == "created" and expected["alias"] == {"ada l": []}
+    assert ("ada", "ada-lovelace") in expected["candidates"]
+    assert expected["merge"]["conflicts"] and expected["merge"]["created"] > 0 and not expected["merge"]["dry_run"]
+    assert expected["merge_dry"]["dry_run"] and expected["split"]["split"]
+    assert [m["status"] for m in expected["merges"]] == ["split"]
     assert expected["delete"]["counts"]["entities"] > 0 and expected["after"] == [{"n": 0}]
     assert got == expected
 

@@ -386,6 +386,7 @@ CLI_NOT_WALKED = {
     ("bench",): "benchmarks run for minutes", ("bench-replay",): "benchmarks run for minutes",
     ("schema", "apply"): "changes the shared database's schema", ("browser", "guide"): "serves until Ctrl-C",
     ("worker",): "works every tenant's queue", ("embed",): "loads the embedding model",
+    ("serve",): "serves until Ctrl-C", ("mcp",): "serves its stdio client until it leaves",
 }
 
 

@@ -12,7 +12,7 @@ EXPECTED = [
     "InvalidDelta", "MemoryDelta", "MemoryGraph", "NotAllowed", "NotFound", "Op", "Provenance", "ProvisioningError",
     "Schema", "SchemaViolation", "Settings", "SgamError", "StoreUnavailable", "TraversalPath",
     "__version__", "default_schema",
-    "ForgottenSubject", "InvalidSetting", "UnknownAttribute", "UnknownSubject", "UnknownTenant",
+    "ForgottenSubject", "InvalidSetting", "MergedSubject", "UnknownAttribute", "UnknownSubject", "UnknownTenant",
 ]
 
 
@@ -33,7 +33,7 @@ def test_one_error_root() -> None:
     for name in ("Conflict", "InvalidDelta", "NotFound", "SchemaViolation", "StoreUnavailable",
                  "ProvisioningError", "ExtractionError", "InvalidSetting"):
         assert issubclass(getattr(sgam, name), sgam.SgamError)
-    for name in ("UnknownTenant", "UnknownSubject", "ForgottenSubject"):
+    for name in ("UnknownTenant", "UnknownSubject", "ForgottenSubject", "MergedSubject"):
         assert issubclass(getattr(sgam, name), sgam.NotFound)
     assert issubclass(sgam.UnknownAttribute, sgam.SchemaViolation)
     assert sgam.StoreUnavailable.transient and not sgam.SchemaViolation.transient
