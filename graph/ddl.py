@@ -147,6 +147,15 @@ API_KEYS = Migration(
     ),
 )
 
+# The read audit log (graph/audit.py) is read per tenant and subject, and purged by age.
+READ_AUDIT = Migration(
+    "0013-read-audit",
+    (
+        "CREATE INDEX sgam_read_audit_subject IF NOT EXISTS FOR (a:ReadAudit) ON (a.tenant_id, a.subject)",
+        "CREATE INDEX sgam_read_audit_time IF NOT EXISTS FOR (a:ReadAudit) ON (a.tenant_id, a.created_at)",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -211,7 +220,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     """Every migration the schema needs, in the order they apply."""
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
-            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS]
+            SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS, READ_AUDIT]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -44,7 +44,7 @@ from .steps import Auto, Operation, Read, Records, Statement, Write
 GRAINS = ("memory", "slot", "episode", "tenant")
 
 # The labels a tenant's data lives under, deleted in this order (facts first; see store.py).
-TENANT_LABELS = ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger")
+TENANT_LABELS = ("Episode", "Value", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger", "ReadAudit")
 
 # Locks the subjects a deletion changes, in sorted order as the write path locks them.
 LOCK_SUBJECTS = """
@@ -436,7 +436,7 @@ def tenant_counts(records: Records) -> dict[str, int]:
 
 _COUNT_NAMES = {"facts": "facts", "Episode": "episodes", "Value": "values", "Entity": "entities",
                 "Tombstone": "tombstones", "PurgeRun": "purge_runs", "Quarantine": "quarantine",
-                "ImportRun": "import_runs", "Ledger": "ledgers"}
+                "ImportRun": "import_runs", "Ledger": "ledgers", "ReadAudit": "read_audits"}
 
 
 def tenant_record(tenant: str, record_id: str, now: datetime, actor: str, reason: str | None,
