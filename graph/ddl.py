@@ -169,6 +169,15 @@ ALIASES = Migration(
     ),
 )
 
+# The read audit log (graph/audit.py) is read per tenant and subject, and purged by age.
+READ_AUDIT = Migration(
+    "0015-read-audit",
+    (
+        "CREATE INDEX sgam_read_audit_subject IF NOT EXISTS FOR (a:ReadAudit) ON (a.tenant_id, a.subject)",
+        "CREATE INDEX sgam_read_audit_time IF NOT EXISTS FOR (a:ReadAudit) ON (a.tenant_id, a.created_at)",
+    ),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -234,7 +243,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
             SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS,
-            EXTRACTION_TRAIL, ALIASES]
+            EXTRACTION_TRAIL, ALIASES, READ_AUDIT]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

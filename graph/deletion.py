@@ -45,7 +45,7 @@ GRAINS = ("memory", "slot", "episode", "tenant")
 
 # The labels a tenant's data lives under, deleted in this order (facts first; see store.py).
 TENANT_LABELS = ("Episode", "Value", "Alias", "Entity", "Tombstone", "PurgeRun", "Quarantine", "ImportRun", "Ledger",
-                 "Extraction", "Merge")
+                 "Extraction", "Merge", "ReadAudit")
 
 # Locks the subjects a deletion changes, in sorted order as the write path locks them.
 LOCK_SUBJECTS = """
@@ -454,7 +454,8 @@ def tenant_counts(records: Records) -> dict[str, int]:
 
 _COUNT_NAMES = {"facts": "facts", "Episode": "episodes", "Value": "values", "Entity": "entities",
                 "Tombstone": "tombstones", "PurgeRun": "purge_runs", "Quarantine": "quarantine",
-                "ImportRun": "import_runs", "Ledger": "ledgers", "Extraction": "extractions"}
+                "ImportRun": "import_runs", "Ledger": "ledgers", "Extraction": "extractions",
+                "ReadAudit": "read_audits"}
 
 
 def tenant_record(tenant: str, record_id: str, now: datetime, actor: str, reason: str | None,

@@ -312,7 +312,11 @@ def forget_steps(tenant: str, subject: str, now: datetime, *, dry_run: bool = Fa
     for r in nodes:
         if "Episode" in r["labels"]:
             continue
-        if {"Value", "Quarantine", "Ledger", "Extraction", "Alias", "Merge"} & set(r["labels"]):
+        if "ReadAudit" in r["labels"] and dict(r["texts"]).get("subject") == subject:
+            # The record of reads of its facts goes with them; a record of the subject reading
+            # someone else's stays, its principal redacted like any other text naming it.
+            drop_nodes.append(r["eid"])
+        elif {"Value", "Quarantine", "Ledger", "Extraction", "Alias", "Merge"} & set(r["labels"]):
             if any(_names_in(v, names) for _, v in r["texts"]):
                 drop_nodes.append(r["eid"])
         elif props := _redacted_texts(r["texts"], names):

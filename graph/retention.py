@@ -5,7 +5,8 @@ if never reconfirmed). A purge removes expired facts in bounded batches, each it
 then what the class says goes with them: value nodes no fact points at any more (with their
 embeddings) and episodes no remaining fact cites. The refusals ``sgam replay`` recorded
 (``ingest/quarantine.py``) carry their attribute's class too: one holds a proposed value like the
-fact would have, so it expires ``ttl_days`` after it was recorded. Every purge that removed
+fact would have, so it expires ``ttl_days`` after it was recorded. Read audit records go after
+the ``audit`` class's days (:mod:`sgam.graph.audit`). Every purge that removed
 something leaves a ``(:PurgeRun)`` record, so "expired by retention" stays a queryable state after
 the rows are gone.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from .audit import purge_audit_op
 from .schema import Schema
 from .steps import InTx, Operation, Read, Records, Statement
 
@@ -95,6 +97,8 @@ class PurgeReport:
     episodes: int = 0
     refusals: int = 0
     """Refusal records of ``sgam replay`` removed with their class."""
+    audits: int = 0
+    """Read audit records past the audit retention (:mod:`sgam.graph.audit`)."""
 
     @property
     def total_facts(self) -> int:
@@ -172,4 +176,5 @@ def purge_op(tenant: str, now: datetime, schema: Schema,
             report.refusals += refusals
             if refusals < BATCH:
                 break
+    report.audits = yield from purge_audit_op(tenant, now, schema)
     return report

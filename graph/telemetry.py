@@ -9,7 +9,11 @@ someone asks for it.
 What is recorded: one ``sgam.write_batch`` span per write transaction of deltas and one
 ``sgam.read`` span per read query, with the tenant, counts and outcomes (timing is the span's
 own); the counters ``sgam.writes`` (by outcome), ``sgam.refusals`` (by error type) and the
-histograms ``sgam.write.duration`` and ``sgam.read.duration``. Never a value, a subject id, an
+histograms ``sgam.write.duration`` and ``sgam.read.duration``; a read span of a named query
+carries its name (``sgam.query``). ``sgam.audit.failures`` counts read audit records that could
+not be written (:mod:`sgam.graph.audit`). The observable gauges ``sgam.quarantine.open`` and
+``sgam.queue.depth`` (episodes pending or claimed) are counted per tenant by one cheap query each
+on every graph that :func:`watch` was given, when the metric reader collects. Never a value, a subject id, an
 error message (messages quote values) or episode text: spans often leave the trust boundary of
 the memory itself.
 """
@@ -17,7 +21,9 @@ the memory itself.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -33,6 +39,8 @@ except ImportError:  # the otel extra is not installed: nothing is traced or cou
     trace = None  # type: ignore[assignment]
 
 SCOPE = "sgam"
+QUERY = "query"
+"""The key of a named query's name among the parameters a read span is given."""
 
 if trace is not None:
     # Proxies too: they start recording once the process installs a provider, whenever that is.
@@ -46,6 +54,8 @@ if trace is not None:
                                              description="Time of one write transaction of deltas")
     _read_seconds = _meter.create_histogram("sgam.read.duration", unit="s",
                                             description="Time of one read query")
+    _audit_failures = _meter.create_counter("sgam.audit.failures", unit="{read}",
+                                            description="Read audit records not written, by error type")
 
 
 class _Noop:
@@ -144,11 +154,82 @@ def read(params: dict[str, Any]) -> AbstractContextManager[Any]:
     Pass the records to :func:`rows`."""
     if not _on():
         return _OFF
-    tenant = params.get("tenant")
-    attributes = {"db.system": "neo4j", **({"sgam.tenant": tenant} if isinstance(tenant, str) else {})}
+    tenant, query = params.get("tenant"), params.get(QUERY)
+    attributes = {"db.system": "neo4j", **({"sgam.tenant": tenant} if isinstance(tenant, str) else {}),
+                  **({"sgam.query": query} if isinstance(query, str) else {})}
     return _span("sgam.read", attributes, _read_seconds, "read")
+
+
+def named(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What a named query's read span is given (:func:`read`): its tenant and its name. Never
+    the other parameters: they hold subject ids and values."""
+    return {"tenant": params.get("tenant"), QUERY: name}
 
 
 def rows(span: Any, records: Sequence[Any]) -> None:
     if span.is_recording():
         span.set_attribute("sgam.rows", len(records))
+
+
+def audit_failed(error: str) -> None:
+    if _on():
+        _audit_failures.add(1, {"error.type": error})
+
+
+# -- gauges -------------------------------------------------------------------------------------
+
+# Per tenant, over the whole database: open quarantine entries, and episodes waiting in the
+# background queue (``sgam.ingest.queue``); the second is a seek on the episode status index.
+QUARANTINE_OPEN = """
+MATCH (q:Quarantine) WHERE q.status = 'open'
+RETURN q.tenant_id AS tenant, count(q) AS n
+"""
+QUEUE_DEPTH = """
+MATCH (e:Episode) WHERE e.status IN ['pending', 'claimed']
+RETURN e.tenant_id AS tenant, count(e) AS n
+"""
+
+# What the gauges count on: a graph's ``read(query, params)`` (sync), weakly held, so a graph
+# that is garbage collected stops being counted without anyone unwatching it.
+_watched: weakref.WeakSet[Any] = weakref.WeakSet()
+_reported: dict[str, set[str]] = {}
+
+
+def watch(reader: Any) -> None:
+    """Count the gauges on ``reader`` (a store with a synchronous ``read``) from now on."""
+    _watched.add(reader)
+
+
+def unwatch(reader: Any) -> None:
+    _watched.discard(reader)
+
+
+def _counts(query: str) -> Iterator[Any]:
+    from opentelemetry.metrics import Observation
+
+    totals: Counter[str] = Counter()
+    seen: set[tuple[Any, Any]] = set()
+    for reader in list(_watched):
+        database = (getattr(reader, "uri", None), getattr(reader, "database", None))
+        if database in seen:  # two graphs on one database: counted once
+            continue
+        seen.add(database)
+        try:
+            for row in reader.read(query, {}):
+                totals[row["tenant"]] += row["n"]
+        except Exception as exc:  # an unreachable store must not break the export of the rest
+            logging.getLogger(__name__).warning("gauge not counted on a store (%s)", type(exc).__name__)
+    # A tenant whose count fell to zero is reported as 0 once (a drained queue must read 0, not
+    # keep its last value), then no more: the query only finds tenants with something to count.
+    for tenant in _reported.get(query, set()) - set(totals):
+        totals[tenant] = 0
+    _reported[query] = {tenant for tenant, n in totals.items() if n}
+    for tenant, n in sorted(totals.items()):
+        yield Observation(n, {"sgam.tenant": tenant})
+
+
+if trace is not None:
+    _meter.create_observable_gauge("sgam.quarantine.open", [lambda options: _counts(QUARANTINE_OPEN)],
+                                   unit="{entry}", description="Open quarantine entries, per tenant")
+    _meter.create_observable_gauge("sgam.queue.depth", [lambda options: _counts(QUEUE_DEPTH)],
+                                   unit="{episode}", description="Episodes pending or claimed, per tenant")

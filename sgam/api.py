@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from sgam.graph import telemetry
+from sgam.graph.audit import READ_AUDIT, Disclosure, audit_op, disclosure, failed, read_audit_params
 from sgam.graph.batches import DEFAULT_BATCH, DEFAULT_WORKERS, lane_op, lanes, merged
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished, import_op
 from sgam.graph.errors import (
@@ -164,6 +166,24 @@ class _Queries:
     clock: Clock
     schema: Schema
     store: Store | AsyncStore
+    audit_reads: str = "private"
+    """``SGAM_READ_AUDIT``: record reads of private attributes (``private``) or nothing (``off``);
+    see :mod:`sgam.graph.audit`."""
+
+    def _disclosure(self, operation: str, params: dict[str, Any], data: Any) -> Disclosure | None:
+        """The audit record a read of ``data`` owes (its reader and tenant in ``params``)."""
+        return disclosure(self.audit_reads, self.schema, operation, params.get("tenant"),
+                          self._principal(params.get("principal")), params.get("subject"), data)
+
+    def _read_audit(self, tenant: str, subject: str | None, principal: str | None,
+                    limit: int) -> dict[str, Any]:
+        if subject is not None:
+            subject = self._id(subject, "subject")
+        return read_audit_params(self._tenant(tenant), subject, self._principal(principal), limit)
+
+    @staticmethod
+    def _audit_rows(records: Records) -> list[dict[str, Any]]:
+        return [{**r, "at": native(r["at"])} for r in records]
 
     def _write_op(self, deltas: Sequence[MemoryDelta], atomic: bool) -> Operation[BatchResult]:
         return write_op(deltas, self.store.schema, self.store.clock, atomic, self.store.max_future)
@@ -568,6 +588,7 @@ class MemoryGraph(_Queries):
         self.store = store
         self.schema = store.schema
         self.clock = store.clock
+        telemetry.watch(store)  # the quarantine and queue gauges count on it
 
     @classmethod
     def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
@@ -589,9 +610,12 @@ class MemoryGraph(_Queries):
         except BaseException:
             store.close()
             raise
-        return cls(store)
+        graph = cls(store)
+        graph.audit_reads = settings.read_audit
+        return graph
 
     def close(self) -> None:
+        telemetry.unwatch(self.store)
         self.store.close()
 
     @property
@@ -670,7 +694,10 @@ class MemoryGraph(_Queries):
         ``principal`` (``"*"``: everything). :class:`NotFound` when the tenant holds nothing about it."""
         from .export import jsonable
 
-        return jsonable(self.store.inspect(self._export(tenant, subject, principal)))
+        data = jsonable(self.store.inspect(self._export(tenant, subject, principal)))
+        self._audited(self._disclosure("export_subject", {"tenant": tenant, "principal": principal,
+                                                          "subject": subject}, data))
+        return data
 
     def forget_subject(self, tenant: str, subject: str, *, dry_run: bool = False, actor: str | None = None,
                        reason: str | None = None) -> ForgetReport:
@@ -830,7 +857,24 @@ class MemoryGraph(_Queries):
         :class:`~sgam.graph.errors.ForgottenSubject`; a stored subject with no fact that matches
         gives ``[]``.
         """
-        return self.store.inspect(self._checked(name, params), traced=params)
+        records = self.store.inspect(self._checked(name, params), traced=telemetry.named(name, params))
+        self._audited(self._disclosure(name, params, records))
+        return records
+
+    def _audited(self, found: Disclosure | None) -> None:
+        """Write the read audit record a read owes; a failure is logged and counted, not raised."""
+        if found is not None:
+            try:
+                self.store.run(audit_op(found, self.clock()))
+            except Exception as exc:  # the read was answered: losing it over its audit helps nobody
+                failed(found, exc)
+
+    def read_audit(self, tenant: str, *, subject: str | None = None, principal: str | None = None,
+                   limit: int = 1000) -> list[dict[str, Any]]:
+        """The read audit log of ``tenant``, newest first: who (``principal``) read which
+        ``subject``'s private ``attributes``, ``at`` when, by which ``operation``; optionally of one
+        subject or one reader. See :mod:`sgam.graph.audit`."""
+        return self._audit_rows(self.store.read(READ_AUDIT, self._read_audit(tenant, subject, principal, limit)))
 
     def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                 principal: str | None = None, include_candidates: bool = False,
@@ -939,6 +983,8 @@ class MemoryGraph(_Queries):
             asked_at=optional_instant(asked_at, "asked_at"), memory_types=memory_types, **options))
         if result.empty:   # nothing found: say so if the tenant or a subject given is unknown
             self._require_known(tenant, self.store.read(*self._context_known(tenant, subjects)))
+        self._audited(self._disclosure("context", {"tenant": tenant, "principal": principal},
+                                       result.model_dump()))
         return result
 
     def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,
@@ -1031,7 +1077,9 @@ class AsyncMemoryGraph(_Queries):
         except BaseException:
             await store.close()
             raise
-        return cls(store)
+        graph = cls(store)
+        graph.audit_reads = settings.read_audit
+        return graph
 
     async def close(self) -> None:
         await self.store.close()
@@ -1149,7 +1197,22 @@ class AsyncMemoryGraph(_Queries):
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """See :meth:`MemoryGraph.query`."""
-        return await self.store.inspect(self._checked(name, params), traced=params)
+        records = await self.store.inspect(self._checked(name, params), traced=telemetry.named(name, params))
+        await self._audited(self._disclosure(name, params, records))
+        return records
+
+    async def _audited(self, found: Disclosure | None) -> None:
+        if found is not None:
+            try:
+                await self.store.run(audit_op(found, self.clock()))
+            except Exception as exc:  # see MemoryGraph._audited
+                failed(found, exc)
+
+    async def read_audit(self, tenant: str, *, subject: str | None = None, principal: str | None = None,
+                         limit: int = 1000) -> list[dict[str, Any]]:
+        """See :meth:`MemoryGraph.read_audit`."""
+        return self._audit_rows(await self.store.read(READ_AUDIT,
+                                                      self._read_audit(tenant, subject, principal, limit)))
 
     async def current(self, tenant: str, subject: str, attribute: str | None = None, *,
                       principal: str | None = None, include_candidates: bool = False,
@@ -1219,7 +1282,10 @@ class AsyncMemoryGraph(_Queries):
         """See :meth:`MemoryGraph.export_subject`."""
         from .export import jsonable
 
-        return jsonable(await self.store.inspect(self._export(tenant, subject, principal)))
+        data = jsonable(await self.store.inspect(self._export(tenant, subject, principal)))
+        await self._audited(self._disclosure("export_subject", {"tenant": tenant, "principal": principal,
+                                                                "subject": subject}, data))
+        return data
 
     async def context(self, tenant: str, question: str, *, subjects: str | Sequence[str] | None = None,
                       valid_at: Instant | None = None, budget_tokens: int = 800,
@@ -1237,6 +1303,8 @@ class AsyncMemoryGraph(_Queries):
             asked_at=optional_instant(asked_at, "asked_at"), memory_types=memory_types, **options))
         if result.empty:
             self._require_known(tenant, await self.store.read(*self._context_known(tenant, subjects)))
+        await self._audited(self._disclosure("context", {"tenant": tenant, "principal": principal},
+                                             result.model_dump()))
         return result
 
     async def embed(self, tenant: str, *, embedder: Embedder | None = None, batch_size: int = 64,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     # The write path: how far after now a valid_from may lie (a scheduled change) before it is
     # refused as absurd; an attribute's max_future_days in the schema wins.
     max_future_days: int = Field(default=36_500, ge=0, le=3_000_000)
+    # SGAM_READ_AUDIT: record who read which subject's private attributes (graph/audit.py says
+    # why private ones only), or nothing.
+    read_audit: Literal["private", "off"] = "private"
 
     # The OpenAI-compatible structured-output extractor (sgam.ingest.extractors.llm): SGAM_LLM_BASE_URL, ...
     llm_base_url: str | None = None

@@ -12,6 +12,7 @@
     sgam doctor -t T               check a tenant's invariants; sgam stats -t T summarises it
     sgam purge -t T                remove facts whose retention expired
     sgam forget -t T -s S          erase a subject completely, leaving a tombstone
+    sgam audit -t T [-s S] [-p P]  who read which subject's private attributes, and when
     sgam embed -t T                backfill embeddings for vector expansion (sgam[embeddings])
     sgam demo                      the seed example, side by side with a naive text memory
     sgam bench [scale|replay|locomo|baseline|service]   benchmarks: SGAM vs raw Cypher, text memory, Graphiti
@@ -39,6 +40,7 @@ from sgam.cli import deletion  # noqa: F401
 from sgam.cli import service  # noqa: F401
 from sgam.cli import rebuild  # noqa: F401
 from sgam.cli import entities  # noqa: F401
+from sgam.cli import audit  # noqa: F401
 from sgam.cli.common import app
 
 __all__ = ["app"]

@@ -453,7 +453,8 @@ def purge(
     for policy, count in sorted(report.facts.items()):
         console.print(f"  {policy}: {count} facts removed")
     console.print(f"purged {report.total_facts} facts, {report.values} value nodes, "
-                  f"{report.episodes} episodes, {report.refusals} replay refusals from tenant {tenant!r}")
+                  f"{report.episodes} episodes, {report.refusals} replay refusals, "
+                  f"{report.audits} read audit records from tenant {tenant!r}")
 
 
 @app.command()

@@ -54,7 +54,8 @@ def points(reader: InMemoryMetricReader, name: str) -> dict[tuple, float]:
             for metric in scope.metrics:
                 if metric.name == name:
                     for p in metric.data.data_points:
-                        found[tuple(sorted(p.attributes.items()))] = getattr(p, "value", None) or p.count
+                        value = getattr(p, "value", None)
+                        found[tuple(sorted(p.attributes.items()))] = p.count if value is None else value
     return found
 
 
@@ -171,3 +172,58 @@ def test_stats_counts_a_known_tenant(graph: MemoryGraph, tenant: str, env: None)
     assert datetime.fromisoformat(stats["last_write"]) == last
     text = CliRunner().invoke(app, ["stats", "-t", tenant])
     assert "4 confirmed" in text.output and "1 open of 1" in text.output and "pending" in text.output
+
+
+# -- query names on read spans, gauges, audit failures ------------------------------------------
+
+
+def test_a_named_read_span_carries_the_query_name_and_no_values(graph: MemoryGraph, tenant: str,
+                                                                spans: InMemorySpanExporter) -> None:
+    episode(graph, tenant, "e1")
+    graph.write_many(deltas(tenant)[:2])
+    spans.clear()
+    graph.current(tenant, "mira", "home_city", principal="*")
+    graph.history(tenant, "mira")
+    graph.query("as-of", tenant=tenant, subject="mira", attribute=None, valid_at=utc(2026, 2, 1),
+                known_at=None, principal=None, statuses=None)
+    reads = [s for s in spans.get_finished_spans() if s.name == "sgam.read"]
+    assert [s.attributes.get("sgam.query") for s in reads] == ["current", "history", "as-of"]
+    for span in reads:
+        assert set(span.attributes) <= {"db.system", "sgam.tenant", "sgam.query", "sgam.rows"}
+        no_values(span)
+
+
+def test_the_gauges_count_open_quarantine_and_queue_depth_per_tenant(graph: MemoryGraph, tenant: str,
+                                                                     otel) -> None:
+    key = (("sgam.tenant", tenant),)
+    assert key not in points(otel[1], "sgam.quarantine.open")
+    episode(graph, tenant, "e1")
+    graph.ingest(tenant_id=tenant, id="e2", content="I might move again", occurred_at=utc(2026, 4, 1),
+                 actor="user:mira")  # queued
+    graph.ingest(tenant_id=tenant, id="e3", content="and again", occurred_at=utc(2026, 4, 2),
+                 actor="user:mira")  # queued
+    graph.ingest(tenant_id=tenant, id="e4", kind="event", content='{"type": "nothing_known"}',
+                 occurred_at=utc(2026, 4, 2), actor="tool:crm", remember=True)  # quarantined
+    assert points(otel[1], "sgam.quarantine.open")[key] == 1
+    assert points(otel[1], "sgam.queue.depth")[key] == 2
+    graph.delete_tenant(tenant)
+    assert points(otel[1], "sgam.queue.depth")[key] == 0   # drained: 0 once, then not reported
+    assert key not in points(otel[1], "sgam.queue.depth")
+
+
+def test_a_failed_audit_write_is_counted(graph: MemoryGraph, tenant: str, otel,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import sgam.api
+    from sgam.graph.errors import StoreUnavailable
+
+    def refused(*args):
+        raise StoreUnavailable("the server went away")
+
+    graph.record_episode(tenant_id=tenant, id="e1", content="noted", occurred_at=utc(2026, 1, 1))
+    graph.write(tenant_id=tenant, subject="ada", attribute="date_of_birth", value="1990-04-01",
+                valid_from=utc(2026, 1, 1), source_episode_id="e1")
+    failures = (("error.type", "StoreUnavailable"),)
+    before = points(otel[1], "sgam.audit.failures").get(failures, 0)
+    monkeypatch.setattr(sgam.api, "audit_op", refused)
+    assert len(graph.current(tenant, "ada", principal="agent:kyc")) == 1
+    assert points(otel[1], "sgam.audit.failures")[failures] == before + 1
