@@ -69,7 +69,7 @@ def test_an_event_write_keeps_its_trail_and_provenance_shows_it(graph: MemoryGra
 
 
 def test_a_model_write_keeps_evidence_compared_value_decision_and_model(
-        graph: MemoryGraph, clean: str, server: Replay) -> None:
+        env: None, graph: MemoryGraph, clean: str, server: Replay) -> None:
     tenant = clean
     first = "Hi, this is mira. My passport deadline is July 15, 2026."
     again = "mira again: the consulate moved my passport deadline to June 30, 2026."
