@@ -35,8 +35,6 @@ WITH s, f, o, state,
 RETURN state, f.attribute AS attribute, f.value AS value, f.valid_from AS valid_from,
        f.valid_to AS valid_to, f.recorded_at AS recorded_at, f.expired_at AS expired_at,
        f.source_episode_id AS episode, [s, o] AS nodes,
-       apoc.create.vRelationship(s, state, f {.*, valid_from: toString(f.valid_from),
-         valid_to: toString(f.valid_to), recorded_at: toString(f.recorded_at),
-         expired_at: toString(f.expired_at), last_confirmed_at: toString(f.last_confirmed_at),
-         state: state, caption: start + '→' + end}, o) AS fact
+       apoc.create.vRelationship(s, state, f {.*, state: state,
+         caption: start + '→' + end}, o) AS fact
 ORDER BY attribute, valid_from, recorded_at
