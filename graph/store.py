@@ -70,9 +70,10 @@ def checked_bookmarks(bookmarks: object) -> list[str]:
         raise InvalidDelta(f"bookmarks must be a list of the strings bookmarks() returned, not a "
                            f"{type(bookmarks).__name__}")
     given = list(bookmarks)
-    bad = [b for b in given if not isinstance(b, str) or not b.strip()]
+    # The driver sends bookmarks as ASCII (they are base64-like): anything else is not one.
+    bad = [b for b in given if not isinstance(b, str) or not b.strip() or not b.isascii()]
     if bad:
-        raise InvalidDelta(f"bookmarks must be non-empty strings as bookmarks() returned them; got "
+        raise InvalidDelta(f"bookmarks must be non-empty ASCII strings as bookmarks() returned them; got "
                            f"{reprlib.repr(bad)}")
     return given
 

@@ -150,7 +150,7 @@ def test_bookmarks_neo4j_cannot_read_are_refused_and_nothing_of_them_is_kept(
     assert [f.value for f in routed.current(tenant, "mira", "home_city")] == ["Braga"]
 
 
-@pytest.mark.parametrize("bookmarks", ["FB:kcwQULmOptN3RsKYuvsT7VCHy8oACPakkA==", [""], [7], None])
+@pytest.mark.parametrize("bookmarks", ["FB:kcwQULmOptN3RsKYuvsT7VCHy8oACPakkA==", [""], [7], None, ["\ud800"], ["é"]])
 def test_bookmarks_that_are_not_a_list_of_strings_are_refused_before_any_round_trip(
         routed: MemoryGraph, bookmarks: Any) -> None:
     with pytest.raises(InvalidDelta, match="bookmarks"):
