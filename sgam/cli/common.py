@@ -4,7 +4,9 @@ and exit codes, and the printing and parsing helpers."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
+from dataclasses import asdict
 from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, TypeVar
@@ -14,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sgam.api import instant_arg
+from sgam.api import MemoryGraph, instant_arg
 from sgam.graph.errors import ForgottenSubject, SgamError, StoreUnavailable, UnknownAttribute, UnknownSubject, UnknownTenant
 from sgam.graph.store import Retries
 from sgam.graph.codec import native
@@ -28,6 +30,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=N
 console = Console()
 err = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 
 # Exit codes (README, "Errors"). 0: done; 1: an error (one line on stderr), or a check that found
@@ -115,3 +118,24 @@ def print_table(name: str, records: list[dict[str, Any]]) -> None:
 def instant(text: str | None, option: str) -> datetime | None:
     """An instant option, read by the API's rule (:func:`sgam.api.instant_arg`)."""
     return None if text is None else instant_arg(text, option)
+
+
+def run_planned(change: Callable[[MemoryGraph, bool], R], describe: Callable[[R], str], question: str,
+                dry_run: bool, yes: bool, as_json: bool, check: Callable[[R], None] = lambda _: None) -> None:
+    """A change with a dry run: ``change(graph, True)`` makes the plan (``check`` may refuse it);
+    unless ``dry_run``, it is shown and confirmed (not with ``yes`` or ``as_json``) and then made;
+    the last report is printed as JSON or described."""
+    with MemoryGraph.connect(bootstrap=False) as graph:
+        report = change(graph, True)
+        check(report)
+        if not dry_run:
+            if not yes and not as_json:
+                console.print(describe(report), highlight=False, markup=False)
+                if not typer.confirm(question):
+                    raise typer.Exit(1)
+            report = change(graph, False)
+    if as_json:
+        # R is a report dataclass; typeshed's DataclassInstance cannot bound a runtime TypeVar
+        console.print_json(json.dumps(jsonable(asdict(report))))  # type: ignore[call-overload]
+    else:
+        console.print(describe(report), highlight=False, markup=False)

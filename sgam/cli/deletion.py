@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -18,7 +17,7 @@ from sgam.graph.deletion import DeletionReport
 from sgam.graph.errors import NotFound
 
 from sgam.api import MemoryGraph
-from sgam.cli.common import app, console, err, friendly, jsonable
+from sgam.cli.common import app, err, friendly, run_planned
 
 delete_app = typer.Typer(no_args_is_help=True,
                          help="Delete one memory, one episode or a tenant, with a dry run and an audit record.")
@@ -58,21 +57,13 @@ def _describe(report: DeletionReport) -> str:
 app.add_typer(delete_app, name="delete")
 
 
+def _refuse_empty(report: DeletionReport) -> None:
+    if report.grain == "tenant" and report.empty:
+        raise NotFound(f"tenant {report.tenant_id!r} holds nothing: nothing to delete (check the name)")
+
+
 def _run(delete: Callable[[MemoryGraph, bool], DeletionReport], dry_run: bool, yes: bool, as_json: bool) -> None:
-    with MemoryGraph.connect(bootstrap=False) as graph:
-        report = delete(graph, True)
-        if report.grain == "tenant" and report.empty:
-            raise NotFound(f"tenant {report.tenant_id!r} holds nothing: nothing to delete (check the name)")
-        if not dry_run:
-            if not yes and not as_json:
-                console.print(_describe(report), highlight=False, markup=False)
-                if not typer.confirm("Delete these for good?"):
-                    raise typer.Exit(1)
-            report = delete(graph, False)
-    if as_json:
-        console.print_json(json.dumps(jsonable(asdict(report))))
-    else:
-        console.print(_describe(report), highlight=False, markup=False)
+    run_planned(delete, _describe, "Delete these for good?", dry_run, yes, as_json, _refuse_empty)
 
 
 @delete_app.command("memory")

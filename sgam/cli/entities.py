@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
 
 import typer
 
 from sgam.api import MemoryGraph
-from sgam.cli.common import app, console, friendly, jsonable, print_table
+from sgam.cli.common import app, console, friendly, jsonable, print_table, run_planned
 from sgam.graph.merge import MergeReport
 
 entities_app = typer.Typer(no_args_is_help=True,
@@ -51,18 +50,7 @@ def _describe(report: MergeReport) -> str:
 
 
 def _run(change: Callable[[MemoryGraph, bool], MergeReport], dry_run: bool, yes: bool, as_json: bool) -> None:
-    with MemoryGraph.connect(bootstrap=False) as graph:
-        report = change(graph, True)
-        if not dry_run:
-            if not yes and not as_json:
-                console.print(_describe(report), highlight=False, markup=False)
-                if not typer.confirm("Go ahead?"):
-                    raise typer.Exit(1)
-            report = change(graph, False)
-    if as_json:
-        console.print_json(json.dumps(jsonable(asdict(report))))
-    else:
-        console.print(_describe(report), highlight=False, markup=False)
+    run_planned(change, _describe, "Go ahead?", dry_run, yes, as_json)
 
 
 @entities_app.command("merge")
