@@ -7,7 +7,8 @@
    for the subjects (given, or found by name in the question) and the attributes in play (given, or
    the ones the question names; all of the subjects' attributes when it names none);
 2. **expansion**, only for supplementary evidence: vector kNN from the question over episode text,
-   entity names and fact statements (``knn-*`` queries, Neo4j vector indexes), full-text search of
+   entity names and fact statements (``knn-*`` queries: exact within a tenant of up to
+   EXACT_LIMIT nodes of a kind, Neo4j's vector indexes beyond), full-text search of
    episode text (``search-episodes``) and bounded graph traversal from the anchors
    (``context-neighbourhood``), fused by reciprocal rank and deduplicated;
 3. **labels**: every retrieved episode is checked against what holds now (``episode-facts``): one
@@ -55,7 +56,8 @@ Label = Literal["current", "history", "related"]
 TokenCounter = Callable[[str], int]
 
 RRF_K = 60            # reciprocal rank fusion constant (Cormack et al.)
-OVERFETCH = 10        # vector kNN reads k * OVERFETCH neighbours of all tenants, then filters
+EXACT_LIMIT = 5000    # a tenant with at most this many nodes of a kind is searched exactly (scanned)
+OVERFETCH = 10        # a larger one: vector kNN reads k * OVERFETCH neighbours of all tenants, filters
 MAX_FETCH = 4096      # ... and widens up to this many while too few of them are the tenant's
 MAX_QUOTE = 400       # characters of an episode's text quoted in one evidence line
 
@@ -515,6 +517,32 @@ def _named(name: str, **params: Any) -> Read:
     return Read(Statement(query.text, query.bind(params)))
 
 
+def _nearest(name: str, k: int, exact_limit: int, **params: Any) -> Operation[tuple[list[Any], str | None]]:
+    """The tenant's k nearest of one kind (``name`` is a ``knn-*`` query), and a note when the
+    search had to scan a large tenant whole.
+
+    A tenant of at most ``exact_limit`` nodes of the kind is scored whole (``*-exact``): its true
+    top k, whoever else shares the index. A larger one reads the vector index, widening while the
+    nearest of all tenants hold fewer than k of its own, and is scanned whole only when even
+    MAX_FETCH of them do not (other tenants crowd it out).
+    """
+    [row] = yield _named(f"{name}-exact", k=k, exact_limit=exact_limit, **params)
+    if row["exact"]:
+        return row["hits"], None
+    fetch = min(MAX_FETCH, k * OVERFETCH)
+    while True:
+        [row] = yield _named(name, fetch=fetch, k=k, **params)
+        hits = row["hits"]
+        if len(hits) >= k or row["fetched"] < fetch or (row["floor"] or 0.0) < params["min_score"]:
+            return hits, None
+        if fetch >= MAX_FETCH:
+            break
+        fetch = min(MAX_FETCH, fetch * 4)
+    [row] = yield _named(f"{name}-exact", k=k, exact_limit=None, **params)
+    return row["hits"], (f"{name}: the {fetch} nearest items of all tenants held {len(hits)} of this "
+                         f"tenant's, so all its {row['scanned']} were scored")
+
+
 def _parse_instant(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00"))
 
@@ -546,7 +574,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                   embedder: Embedder | None = None, question_vector: Sequence[float] | None = None,
                   schema: Schema | None = None, k: int = 8, min_score: float = 0.6, principal: str | None = None,
                   count_tokens: TokenCounter = approx_tokens, asked_at: datetime | None = None,
-                  memory_types: str | Sequence[str] | None = None) -> Operation[Context]:
+                  memory_types: str | Sequence[str] | None = None,
+                  exact_limit: int = EXACT_LIMIT) -> Operation[Context]:
     """Read what the context needs and assemble it (an operation of reads, see ``graph.steps``).
 
     ``expand``: ``None`` widens with everything available (vector kNN only with the embeddings
@@ -562,6 +591,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     ``valid_at``, a time the question names (:func:`sgam.queries.temporal.time_intent`, read
     relative to ``asked_at``) sets the valid-time window, and a phrase it cannot pin down is
     reported in ``notes``. Every fact line says how old the fact is at ``now``.
+    ``exact_limit``: vector kNN scores every node of a kind in a tenant holding at most this many
+    (its exact top k); a larger tenant reads the vector index first (see :func:`_nearest`).
     """
     tenant = checked(check_tenant, tenant)
     reference = checked(require_aware, asked_at, "asked_at") if asked_at is not None else now
@@ -575,6 +606,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
         raise InvalidDelta(f"k must be a whole number of at least 1, got {k!r:.40}")
     if not isinstance(min_score, (int, float)) or isinstance(min_score, bool) or not 0 <= min_score <= 1:
         raise InvalidDelta(f"min_score must be a number from 0 to 1, got {min_score!r:.40}")
+    if not isinstance(exact_limit, int) or isinstance(exact_limit, bool) or exact_limit < 0:
+        raise InvalidDelta(f"exact_limit must be a whole number of at least 0, got {exact_limit!r:.40}")
     subject_list = [subjects] if isinstance(subjects, str) else list(subjects or [])
     wanted = [attributes] if isinstance(attributes, str) else list(attributes or [])
     notes: list[str] = []
@@ -648,19 +681,11 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
                 assert embedder is not None
                 [vector] = embedder.embed([question])
             for name in ("knn-episodes", "knn-statements", "knn-entities"):
-                fetch = min(MAX_FETCH, k * OVERFETCH)
-                while True:
-                    typed = {"memory_types": types} if name == "knn-statements" else {}
-                    [row] = yield _named(name, tenant=tenant, vector=vector, fetch=fetch, k=k,
-                                         min_score=min_score, valid_at=instant, principal=principal, **typed)
-                    hits = row["hits"]
-                    exhausted = row["fetched"] < fetch or (row["floor"] or 0.0) < min_score
-                    if len(hits) >= k or exhausted or fetch >= MAX_FETCH:
-                        break
-                    fetch = min(MAX_FETCH, fetch * 4)
-                if len(hits) < k and not exhausted:
-                    notes.append(f"{name}: read the {fetch} nearest items of all tenants and kept "
-                                 f"{len(hits)} of this tenant's")
+                typed = {"memory_types": types} if name == "knn-statements" else {}
+                hits, note = yield from _nearest(name, k, exact_limit, tenant=tenant, vector=vector,
+                                                 min_score=min_score, valid_at=instant, principal=principal,
+                                                 **typed)
+                notes += [note] if note else []
                 for hit in hits:
                     if name == "knn-episodes":
                         found.add_episode("vector", _episode(hit))

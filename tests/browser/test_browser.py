@@ -322,7 +322,8 @@ def test_guide_plays(page: Any) -> None:
 ANSWERED = {"as-of", "changes", "context-neighbourhood", "current", "customer-policies",
             "episode-facts", "history", "history-chain", "neighbourhood", "picture", "provenance", "queue",
             "residue", "search-entities", "search-episodes", "subgraph", "traverse"}
-KNN = {"knn-entities", "knn-episodes", "knn-statements"}
+KNN = {"knn-entities", "knn-episodes", "knn-statements", "knn-entities-exact", "knn-episodes-exact",
+       "knn-statements-exact"}
 # Needs APOC core, which a server started before `sgam neo4j up` provisioned it lacks.
 APOC = {"picture"}
 _INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")

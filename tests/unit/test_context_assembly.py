@@ -212,8 +212,8 @@ def test_texts_that_get_embedded() -> None:
 
 def _drive(steps: Any) -> tuple[Any, list[Any]]:
     """Run a context plan on empty answers; returns the context and the statements it read."""
-    return scripted(steps, lambda statement: [{"hits": [], "fetched": 0, "floor": None}]
-                    if "db.index.vector.queryNodes" in statement.query else [])
+    return scripted(steps, lambda statement: [{"hits": [], "exact": True, "scanned": 0}]
+                    if "vector" in statement.params else [])
 
 
 def test_a_given_question_vector_is_used_without_an_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,12 +222,12 @@ def test_a_given_question_vector_is_used_without_an_embedder(monkeypatch: pytest
     vector = [0.5] * 384
     context, statements = _drive(ctx.context_steps("t", "When?", now=NOW, expand=True,
                                                    question_vector=tuple(vector)))
-    knn = [s for s in statements if "db.index.vector.queryNodes" in s.query]
+    knn = [s for s in statements if "vector" in s.params]
     assert len(knn) == 3 and all(s.params["vector"] == vector for s in knn)
     assert context.empty and not any("skipped" in note for note in context.notes)
     # expand=False reads no vectors even when one is given
     _, statements = _drive(ctx.context_steps("t", "When?", now=NOW, expand=False, question_vector=vector))
-    assert not any("db.index.vector.queryNodes" in s.query for s in statements)
+    assert not any("vector" in s.params for s in statements)
 
 
 @pytest.mark.parametrize(("vector", "message"), [
@@ -249,7 +249,7 @@ def test_a_numpy_question_vector_is_accepted() -> None:
     np = pytest.importorskip("numpy")
     _, statements = _drive(ctx.context_steps("t", "When?", now=NOW, expand=True,
                                              question_vector=np.full(384, 0.25, dtype=np.float32)))
-    knn = [s for s in statements if "db.index.vector.queryNodes" in s.query]
+    knn = [s for s in statements if "vector" in s.params]
     assert knn and knn[0].params["vector"] == [0.25] * 384
 
 
