@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import re
 import reprlib
 import threading
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
 
 import neo4j
 from neo4j import exceptions as neo4j_errors
@@ -44,6 +46,8 @@ T = TypeVar("T")
 # about twice this. It is also the time allowed to open a connection.
 DEFAULT_RETRY_SECONDS = 15.0
 BOLT_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+PLAINTEXT_SCHEMES = ("bolt", "neo4j")   # the others encrypt (+s verifies the certificate, +ssc not)
+ALLOW_PLAINTEXT = "SGAM_ALLOW_PLAINTEXT"
 # The read that waits until the server holds every write named by a session's bookmarks.
 CAUGHT_UP = "RETURN 1 AS caught_up"
 INVALID_BOOKMARK = "Neo.ClientError.Transaction.InvalidBookmark"
@@ -61,6 +65,42 @@ def check_bolt_uri(uri: object, setting: str = "uri") -> str:
     raise InvalidSetting(
         f"{setting} {uri!r} is not a Bolt address{hint}: use bolt://{host}:7687 (or your server's Bolt "
         f"port); the scheme must be one of {', '.join(BOLT_SCHEMES)}")
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` names this machine: ``localhost``, 127.0.0.0/8 or ::1 (also IPv4-mapped)."""
+    if not host:
+        return False
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def check_transport(uri: str, auth: object, allow_plaintext: bool, setting: str = "uri") -> None:
+    """Refuse to send credentials unencrypted (``bolt://``, ``neo4j://``) to a server that is not
+    on this machine, unless ``allow_plaintext`` (:class:`InvalidSetting` naming ``uri``, ``setting``
+    and both fixes). Loopback traffic never leaves the machine; anything else may be read on the way.
+    """
+    scheme, _, _ = uri.partition("://")
+    if auth is None or allow_plaintext or scheme.lower() not in PLAINTEXT_SCHEMES:
+        return
+    try:
+        host = urlsplit(uri).hostname
+    except ValueError:
+        host = None
+    if is_loopback(host):
+        return
+    secure = f"{scheme.lower()}+s"
+    raise InvalidSetting(
+        f"{setting} {uri!r} would send the password unencrypted to {host or 'a server'} that is not on "
+        f"this machine: use {secure}:// (or {secure}sc:// for a self-signed certificate), or, on a "
+        f"network you trust (e.g. docker compose's own), set {ALLOW_PLAINTEXT}=1 "
+        "(Settings(allow_plaintext=True))")
 
 
 def checked_bookmarks(bookmarks: object) -> list[str]:
@@ -230,8 +270,10 @@ class Store(_Base):
     @classmethod
     def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
                 database: str = "neo4j", clock: Clock = utcnow,
-                retry_seconds: float = DEFAULT_RETRY_SECONDS) -> Store:
+                retry_seconds: float = DEFAULT_RETRY_SECONDS, *,
+                allow_plaintext: bool = False) -> Store:
         check_bolt_uri(uri)
+        check_transport(uri, auth, allow_plaintext)
         with translated(uri):
             driver = neo4j.GraphDatabase.driver(uri, auth=auth, **_driver_options(retry_seconds))
             try:
@@ -321,8 +363,10 @@ class AsyncStore(_Base):
     @classmethod
     async def connect(cls, uri: str, auth: tuple[str, str] | None, schema: Schema,
                       database: str = "neo4j", clock: Clock = utcnow,
-                      retry_seconds: float = DEFAULT_RETRY_SECONDS) -> AsyncStore:
+                      retry_seconds: float = DEFAULT_RETRY_SECONDS, *,
+                      allow_plaintext: bool = False) -> AsyncStore:
         check_bolt_uri(uri)
+        check_transport(uri, auth, allow_plaintext)
         with translated(uri):
             driver = neo4j.AsyncGraphDatabase.driver(uri, auth=auth, **_driver_options(retry_seconds))
             try:

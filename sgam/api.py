@@ -601,7 +601,8 @@ class MemoryGraph(_Queries):
         settings = settings or Settings()
         uri, auth = _connection(uri, auth, settings)
         store = Store.connect(uri, auth, schema or default_schema(),
-                              database or settings.neo4j_database, clock, settings.neo4j_retry_seconds)
+                              database or settings.neo4j_database, clock, settings.neo4j_retry_seconds,
+                              allow_plaintext=settings.allow_plaintext)
         store.max_future = timedelta(days=settings.max_future_days)
         try:
             store.catch_up(bookmarks)
@@ -1068,7 +1069,8 @@ class AsyncMemoryGraph(_Queries):
         settings = settings or Settings()
         uri, auth = _connection(uri, auth, settings)
         store = await AsyncStore.connect(uri, auth, schema or default_schema(),
-                                         database or settings.neo4j_database, clock, settings.neo4j_retry_seconds)
+                                         database or settings.neo4j_database, clock, settings.neo4j_retry_seconds,
+                                         allow_plaintext=settings.allow_plaintext)
         store.max_future = timedelta(days=settings.max_future_days)
         try:
             await store.catch_up(bookmarks)

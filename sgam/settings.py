@@ -17,7 +17,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sgam.graph.errors import InvalidSetting, ProvisioningError
-from sgam.graph.store import DEFAULT_RETRY_SECONDS, check_bolt_uri
+from sgam.graph.store import DEFAULT_RETRY_SECONDS, check_bolt_uri, check_transport
 
 
 def _default_home() -> Path:
@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     # How long a transaction failing for a transient reason (server gone, deadlock) is retried,
     # and how long opening a connection may take (graph/store.py, DEFAULT_RETRY_SECONDS).
     neo4j_retry_seconds: float = Field(default=DEFAULT_RETRY_SECONDS, ge=0, le=3600)
+    # SGAM_ALLOW_PLAINTEXT=1: send the password over bolt:// or neo4j:// to a server that is not on
+    # this machine (refused otherwise: graph/store.py, check_transport), e.g. on docker compose's network.
+    allow_plaintext: bool = False
 
     @field_validator("neo4j_uri")
     @classmethod
@@ -114,14 +117,16 @@ def resolve_connection(settings: Settings) -> tuple[str, str, str]:
     """(uri, user, password) for SGAM's Neo4j connection.
 
     NEO4J_URI (with NEO4J_USER, default "neo4j", and NEO4J_PASSWORD) names an external server and
-    wins outright. Otherwise the local server's stored credentials are used, with NEO4J_USER /
-    NEO4J_PASSWORD still overriding their parts.
+    wins outright; its password is refused over an unencrypted scheme to a server not on this
+    machine unless ``allow_plaintext`` (SGAM_ALLOW_PLAINTEXT). Otherwise the local server's stored
+    credentials are used, with NEO4J_USER / NEO4J_PASSWORD still overriding their parts.
     """
     if settings.neo4j_uri:
         if settings.neo4j_password is None:
             raise ProvisioningError(
                 "NEO4J_URI is set but NEO4J_PASSWORD is not: set NEO4J_PASSWORD for that server"
             )
+        check_transport(settings.neo4j_uri, settings.neo4j_password, settings.allow_plaintext, "NEO4J_URI")
         return settings.neo4j_uri, settings.neo4j_user or DEFAULT_USER, settings.neo4j_password
     stored = stored_credentials(settings.home.expanduser().resolve() / CREDENTIALS_FILE)
     if stored is None:

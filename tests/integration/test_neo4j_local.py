@@ -128,9 +128,9 @@ def test_resolve_connection_prefers_explicit_settings(
     assert resolve_connection(local) == server.credentials()
 
     remote = local.model_copy(
-        update={"neo4j_uri": "bolt://db.example:7687", "neo4j_password": "pw"}
+        update={"neo4j_uri": "neo4j+s://db.example:7687", "neo4j_password": "pw"}
     )
-    assert resolve_connection(remote) == ("bolt://db.example:7687", "neo4j", "pw")
+    assert resolve_connection(remote) == ("neo4j+s://db.example:7687", "neo4j", "pw")
 
     empty = local.model_copy(update={"home": settings.home / "nowhere"})
     with pytest.raises(ProvisioningError, match="sgam neo4j up"):
