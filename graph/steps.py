@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 Records = list[dict[str, Any]]
+# The one map parameter of a packed statement (Statement.packed).
+ARGS = "args"
 T = TypeVar("T")
 Y = TypeVar("Y")
 S = TypeVar("S")
@@ -39,10 +41,23 @@ S = TypeVar("S")
 
 @dataclass(frozen=True)
 class Statement:
-    """One Cypher statement and its parameters."""
+    """One Cypher statement and its parameters.
+
+    ``packed``: the query reads every parameter from one map, ``$args.name``
+    (:func:`sgam.queries.loader.packed`), so the server is sent ``{"args": params}``. Neo4j keys
+    its plan cache on each parameter's type, null-ness and size bucket (a string of 2-10
+    characters, of 11-100, a list of 1, of 2-10...), so flat parameters give one query text a plan
+    per combination of subject, tenant and attribute lengths, each planned on first use; a map
+    carries no such hint and the text keeps one plan.
+    """
 
     query: str
     params: dict[str, Any] = field(default_factory=dict)
+    packed: bool = False
+
+    def sent(self) -> tuple[str, dict[str, Any]]:
+        """The query and the parameters as the server receives them."""
+        return self.query, ({ARGS: self.params} if self.packed else self.params)
 
 
 # The statements of one transaction, answered with their records, returning T.

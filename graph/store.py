@@ -184,12 +184,12 @@ def _sendable() -> Iterator[None]:
 
 def _run(tx: Any, statement: Statement) -> Records:
     with _sendable():
-        return [dict(record) for record in tx.run(statement.query, statement.params)]
+        return [dict(record) for record in tx.run(*statement.sent())]
 
 
 async def _arun(tx: Any, statement: Statement) -> Records:
     with _sendable():
-        result = await tx.run(statement.query, statement.params)
+        result = await tx.run(*statement.sent())
         return [dict(record) async for record in result]
 
 

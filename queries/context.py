@@ -38,7 +38,7 @@ from sgam.graph.errors import InvalidDelta, SgamError, checked
 from sgam.graph.ddl import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
 from sgam.graph.schema import Schema, default_schema
-from sgam.graph.steps import Operation, Read, Statement
+from sgam.graph.steps import Operation, Read
 from sgam.graph.codec import fact_from_properties
 
 from .embeddings import (
@@ -514,7 +514,7 @@ def _omitted_note(count: int, budget: int) -> str:
 
 def _named(name: str, **params: Any) -> Read:
     query = get_query(name)
-    return Read(Statement(query.text, query.bind(params)))
+    return Read(query.statement(query.bind(params)))
 
 
 def _nearest(name: str, k: int, exact_limit: int, **params: Any) -> Operation[tuple[list[Any], str | None]]:

@@ -22,19 +22,22 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from sgam.graph.errors import InvalidDelta, NotFound
 from sgam.graph.models import parse_instant
+from sgam.graph.steps import ARGS, Statement
 
 TYPES = ("string", "datetime", "int", "float", "bool", "list", "vector")
 _HEADER = re.compile(r"^//\s*(name|doc|param|example):\s*(.*)$")
 _KIND = re.compile(r"^([a-z]+)(?:\[(-?[0-9.]+)?\.\.(-?[0-9.]+)?\])?(\??)$")
 _ARROW = re.compile(r"^:param\s+([A-Za-z_][A-Za-z0-9_]*)\s*=>\s*(\S.*?)\s*;?$")
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,18 @@ class NamedQuery:
                 continue
             bound[param.name] = _convert(self.name, param, value)
         return bound
+
+    @cached_property
+    def packed_text(self) -> str:
+        """The Cypher as SGAM sends it: each declared parameter read from one map (``$args.name``)."""
+        return packed(self.text, {p.name for p in self.params})
+
+    def statement(self, bound: dict[str, Any]) -> Statement:
+        """The statement that runs this query with ``bound`` (:meth:`bind`'s answer): one map
+        parameter, so the server keeps one plan for it whatever the values' types and sizes
+        (:class:`~sgam.graph.steps.Statement`). Browser and the printed examples keep the flat
+        ``$name`` form of :attr:`text`."""
+        return Statement(self.packed_text, bound, packed=True)
 
     def example_params(self) -> list[tuple[str, str]]:
         """The example's ``(name, Cypher expression)`` pairs, in the header's order."""
@@ -158,6 +173,12 @@ def _convert(query: str, param: QueryParam, value: Any) -> Any:
         raise InvalidDelta(
             f"query {query!r}: parameter {param.name!r} must be {param.kind} ({param.doc}); got {value!r}: {exc}"
         ) from None
+
+
+def packed(text: str, names: Iterable[str]) -> str:
+    """``text`` with each ``$name`` of ``names`` read from the one map parameter (``$args.name``)."""
+    wanted = set(names)
+    return _PARAM.sub(lambda m: f"${ARGS}.{m.group(1)}" if m.group(1) in wanted else m.group(0), text)
 
 
 def arrow_param(line: str) -> tuple[str, str]:

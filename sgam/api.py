@@ -66,7 +66,7 @@ from sgam.ingest.rebuild import RebuildReport, rebuild_op
 from sgam.ingest.trail import shown as shown_trail
 from sgam.queries.context import Context, context_steps
 from sgam.queries.embeddings import Embedder, EmbedReport, backfill_steps, require_embedder
-from sgam.queries.loader import get_query
+from sgam.queries.loader import NamedQuery, get_query
 
 from .settings import Settings
 from .settings import connection as _connection
@@ -278,8 +278,8 @@ class _Queries:
         return {"tenant": self._tenant(tenant), "subject": subject, "attribute": attribute,
                 "principal": self._principal(principal)}
 
-    def _bound(self, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The query's text and checked parameters (the reader's principal and the memory types
+    def _bound(self, name: str, params: dict[str, Any]) -> tuple[NamedQuery, dict[str, Any]]:
+        """The query and its checked parameters (the reader's principal and the memory types
         validated)."""
         query = get_query(name)
         if "principal" in params:
@@ -288,7 +288,7 @@ class _Queries:
             params = {**params, "memory_types": self.schema.check_memory_types(params["memory_types"])}
         if isinstance(params.get("tenant"), str):
             self._tenant(params["tenant"])
-        return query.text, query.bind(params)
+        return query, query.bind(params)
 
     def _unread(self, names: Any) -> list[str]:
         """The attribute names among ``names`` (one, a list, or None) that this graph's schema
@@ -309,7 +309,7 @@ class _Queries:
         """The steps of a named read (parameters checked now): the query, then, only when its
         answer is empty, :data:`KNOWN` in the same transaction, so that an unknown tenant or
         subject raises instead of answering ``[]`` (not for :data:`ABSENCE_QUERIES`)."""
-        text, bound = self._bound(name, params)
+        query, bound = self._bound(name, params)
         subject = bound.get("subject")
         subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
         check = name not in ABSENCE_QUERIES and isinstance(bound.get("tenant"), str)
@@ -318,7 +318,7 @@ class _Queries:
         def steps() -> Generator[Statement, Records, Records]:
             if unread:
                 self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
-            records = yield Statement(text, bound)
+            records = yield query.statement(bound)
             if not records and check:
                 self._require_known(bound["tenant"], (yield Statement(KNOWN, {"tenant": bound["tenant"],
                                                                            "subjects": subjects})))
