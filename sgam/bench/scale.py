@@ -16,6 +16,9 @@ One seeded stream of deltas is generated in arrival order; the graph at size ``S
    (JMX) are recorded; ``current`` / ``as_of`` answers are checked against :mod:`sgam.bench.oracle` (the
    semantics written from docs/temporal-semantics.md) over the slot's deltas up to the size.
 
+CPU, for the bulk import (``bulk_import.cpu``): the harness's own CPU seconds and the local server
+process's over the import's wall time (:mod:`sgam.bench.cpu`), to show which side limits it.
+
 Memory, two figures per size. ``python.rss_mb`` / ``peak_rss_mb``: the whole harness process
 (stream, SGAM, driver), now and the highest so far. ``python.sgam_peak_growth_mb``: what SGAM itself
 took in a phase, measured as the process's peak resident memory during the phase (VmHWM, reset via
@@ -55,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from sgam.bench import oracle
+from sgam.bench.cpu import cpu_split
 from sgam.bench.common import (
     RAW_LOOKUP, RetryCounter, compare_latency, git_state, latency_summary, loadavg, machine_info,
     neo4j_info, observed_keys, package_version, raw_write, write_tenant_cleanup,
@@ -820,13 +824,15 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 episodes_s += time.perf_counter() - t0
             del batch_of_episodes
 
-            with memory.phase("bulk_import", sgam_mb):  # models built on access, chunk by chunk
+            bulk_cpu: dict[str, float | None] = {}
+            with memory.phase("bulk_import", sgam_mb), cpu_split(uri, bulk_cpu):  # models built chunk by chunk
                 t0 = time.perf_counter()
                 imported = graph.import_history(stream.view(0, size - w))
                 bulk_s = time.perf_counter() - t0
                 rejected = len(imported.rejected)
                 del imported
-            log(f"  bulk import {size - w:,} in {bulk_s:.1f}s")
+            log(f"  bulk import {size - w:,} in {bulk_s:.1f}s ({(size - w) / bulk_s:,.0f} facts/s); "
+                f"{_cpu_words(bulk_cpu)}")
 
             retries.take()
             recent = list(stream.deltas(size - w, size))
@@ -853,7 +859,7 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                            "believed_rows": counts["believed"]},
                 "bulk_import": {"deltas": size - w, "seconds": round(bulk_s, 3),
                                 "facts_per_s": round((size - w) / bulk_s, 1),
-                                "episodes_seconds": round(episodes_s, 3)},
+                                "episodes_seconds": round(episodes_s, 3), "cpu": bulk_cpu},
                 "writes": {"sgam_facts_per_s": round(w / write_s, 1), "raw_facts_per_s": round(w / raw_s, 1),
                            "sgam_seconds": round(write_s, 3), "raw_seconds": round(raw_s, 3),
                            "ratio": round(write_s / raw_s, 3),
@@ -938,6 +944,15 @@ def _sgam_mb(row: dict[str, Any]) -> str:
     return " / ".join("n/a" if grown.get(k) is None else f"{grown[k]:,.0f}" for k in ("write_many", "lookups"))
 
 
+def _cpu_words(cpu: dict[str, Any]) -> str:
+    """Where a phase's CPU went: this Python process against the (local) server."""
+    wall, python, server = max(cpu["wall_s"], 1e-3), cpu["python_cpu_s"], cpu["server_cpu_s"]
+    words = f"CPU {python:,.1f} s in Python ({python / wall:.0%} of {wall:,.1f} s wall)"
+    if server is None:
+        return words + ", server not measured (not a local process)"
+    return words + f", {server:,.1f} s in the server ({server / wall:.0%}; counts all its clients)"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The result as Markdown tables: one row per size and measure, SGAM next to raw."""
     p, m = result["params"], result["machine"]
@@ -969,6 +984,8 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{w['ratio']:.2f}x | {row['bulk_import']['facts_per_s']:,.0f} | "
                      f"{row['stored']['fact_rows']:,} | {store} | {row['neo4j_heap'].get('heap_used_mb')} | "
                      f"{row['python']['rss_mb']} | {_sgam_mb(row)} | {bad} | {search} | {ratio} |")
+    lines += [""] + [f"Bulk import at {r['size']:,}: {_cpu_words(r['bulk_import']['cpu'])}."
+                     for r in result["sizes"] if "cpu" in r["bulk_import"]]
     skipped = [f"{r['size']:,}: {r['graphiti']['skipped']}" for r in result["sizes"] if "skipped" in r["graphiti"]]
     if skipped:
         lines += ["", "Graphiti: " + "; ".join(skipped)]

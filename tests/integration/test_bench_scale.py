@@ -41,6 +41,8 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
         assert sum(row["writes"]["outcomes"].values()) == 300
         assert _positive(row["writes"]["sgam_facts_per_s"]) and _positive(row["writes"]["raw_facts_per_s"])
         assert _positive(row["bulk_import"]["facts_per_s"])
+        cpu = row["bulk_import"]["cpu"]
+        assert _positive(cpu["wall_s"]) and cpu["python_cpu_s"] >= 0, cpu
         assert row["stored"]["fact_rows"] >= row["stored"]["believed_rows"] > 0
         for op in bench_scale.OPERATIONS:
             entry = row["lookups"][op]

@@ -27,6 +27,7 @@ from sgam import Episode, MemoryDelta, MemoryGraph
 from sgam.cli import app
 from sgam.graph import Fact, Status
 from sgam.graph.schema import value_key
+from sgam.graph.writes import prepare
 from sgam.bench.oracle import ASSERT, CORRECT, RETRACT, Slot, Statement
 
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -293,3 +294,49 @@ def test_sgam_replay_of_a_jsonl_file(env, graph: MemoryGraph, tmp_path: Path, sc
         return [after]
 
     _run(graph, scenario, write)
+
+
+# -- the import keeps what write_many keeps ------------------------------------------------------------
+
+LEDGER = "MATCH (l:Ledger {tenant_id: $tenant}) RETURN l.attribute AS attribute, l.subject AS subject, l.points AS points"
+
+
+def _kept(graph: MemoryGraph, tenant: str, kind: Kind, deltas: list[MemoryDelta]) -> tuple[list[tuple], list[tuple]]:
+    """Every stored row (retired ones too) with its provenance, and the ledgers, each statement's
+    idempotency key (which hashes the tenant in) replaced by its position in ``deltas``."""
+    positions = {p.key: f"#{p.index}" for p in prepare(deltas, graph.schema)[0]}
+
+    def plain(text: str) -> str:
+        for key, position in positions.items():
+            text = text.replace(key, position)
+        return text
+
+    rows = sorted((r.valid_from, str(r.valid_to), value_key(r.value), r.status.value, r.op.value, r.source_episode_id,
+                   r.support_count, tuple(sorted(r.support_episodes)), tuple(sorted(map(plain, r.delta_keys))),
+                   r.expired_at is None, r.expired_by_episode_id or "", plain(r.expired_by_delta_key or ""))
+                  for r in graph.history(tenant, kind.subject, kind.attribute))
+    ledgers = sorted((r["subject"], r["attribute"], tuple(sorted(plain(json.dumps(json.loads(p), sort_keys=True))
+                                                                  for p in r["points"])))
+                     for r in graph.store.read(LEDGER, {"tenant": tenant}))
+    return rows, ledgers
+
+
+@settings(SETTINGS, max_examples=40)
+@given(scenario=scenarios())
+@example(scenario=LATE_B)
+def test_import_history_stores_what_one_write_many_batch_stores(graph: MemoryGraph, scenario: Scenario) -> None:
+    """Rows (retired ones too), provenance and ledgers: the import writes each chunk as one
+    write_many batch would, so the same statements in one batch store the same."""
+    kind = KINDS[scenario.kind]
+    batch, imported = _tenant(graph), _tenant(graph)
+    try:
+        into_batch = [_delta(batch, kind, s) for s in scenario.arrival]
+        into_import = [_delta(imported, kind, s) for s in scenario.arrival]
+        written = graph.write_many(into_batch)
+        assert not written.rejected, f"{scenario.describe()}\n{written.rejected[0].message}"
+        result = graph.import_history(into_import)
+        assert [r.outcome for r in result.results] == [r.outcome for r in written.results], scenario.describe()
+        assert _kept(graph, imported, kind, into_import) == _kept(graph, batch, kind, into_batch), scenario.describe()
+    finally:
+        graph.delete_tenant(batch)
+        graph.delete_tenant(imported)

@@ -3,6 +3,8 @@ fingerprint that tells a re-run of the same stream from a different one (no Neo4
 
 from __future__ import annotations
 
+import threading
+from array import array
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -11,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgam.graph import Conflict, MemoryDelta, default_schema
-from sgam.graph.bulk import Decision, check_steps, decide
+from sgam.graph.errors import SgamError
+from sgam.graph.bulk import Decision, check_steps, decide, prepared_ahead
 from sgam.graph.steps import scripted
 
 AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -127,3 +130,35 @@ def test_the_fingerprint_is_the_same_exactly_for_the_same_statements_in_the_same
     assert (_fingerprint(first, size_a) == _fingerprint(second, size_b)) == (identity(first) == identity(second))
     if identity(first) != identity(first[::-1]):  # the order counts: chunks are packed in it
         assert _fingerprint(first, size_a) != _fingerprint(first[::-1], size_a)
+
+
+class _Counted(list):  # type: ignore[type-arg]
+    """A stream that records from which thread each delta was read."""
+
+    def __init__(self, items: list[MemoryDelta]) -> None:
+        super().__init__(items)
+        self.readers: set[str] = set()
+
+    def __getitem__(self, index: Any) -> Any:
+        self.readers.add(threading.current_thread().name)
+        return super().__getitem__(index)
+
+
+def test_chunks_are_prepared_in_order_one_ahead_of_the_writer() -> None:
+    deltas = _Counted(_deltas([(f"p{i % 4}", ("home_city", f"City {i}"), i, "e1", 0.9) for i in range(10)]))
+    chunks = [array("q", [0, 4, 8]), array("q", [1, 5]), array("q", [2, 3, 6, 7, 9])]
+    seen = []
+    for chunk, ready in prepared_ahead(deltas, chunks, SCHEMA):
+        seen.append((list(chunk), [p.index for p in ready], [p.delta for p in ready]))
+    assert deltas.readers and all(name.startswith("sgam-import") for name in deltas.readers)
+    assert seen == [(list(c), list(c), [deltas[i] for i in c]) for c in chunks]
+
+
+def test_a_bad_delta_raises_when_its_chunk_is_asked_for_not_before() -> None:
+    deltas = _deltas([("p1", ("home_city", "Porto"), 0, "e1", 0.9), ("p2", ("home_city", "Faro"), 1, "e1", 0.9)])
+    deltas[1] = deltas[1].model_copy(update={"attribute": "no_such_attribute"})
+    ahead = prepared_ahead(deltas, [array("q", [0]), array("q", [1])], SCHEMA)
+    chunk, ready = next(ahead)
+    assert [p.index for p in ready] == [0]
+    with pytest.raises(SgamError, match="delta 1: .*no_such_attribute"):
+        next(ahead)
