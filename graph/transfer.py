@@ -25,15 +25,32 @@ from .steps import Auto, InTx, Operation, Records, Statement, Steps, Write
 
 PLACED_LABELS = (*TENANT_LABELS, "Deletion")
 
+# Temporal properties travel as the server's own text and type: the driver reads an instant stored
+# with offset Z as UTC and would write it back with the zone id [UTC], a different value.
+TEMPORAL = ("ZONED DATETIME NOT NULL", "LOCAL DATETIME NOT NULL", "DATE NOT NULL", "ZONED TIME NOT NULL",
+            "LOCAL TIME NOT NULL", "DURATION NOT NULL")
+
+
+def _temporal_of(var: str) -> str:
+    return f"[k IN keys({var}) WHERE valueType({var}[k]) IN $temporal | [k, valueType({var}[k]), toString({var}[k])]]"
+
+
+def _temporal_set(var: str) -> str:
+    return (f"FOREACH (t IN r.temporal | SET {var}[t[0]] = CASE t[1]\n"
+            "    WHEN 'ZONED DATETIME NOT NULL' THEN datetime(t[2]) WHEN 'LOCAL DATETIME NOT NULL' THEN localdatetime(t[2])\n"
+            "    WHEN 'DATE NOT NULL' THEN date(t[2]) WHEN 'ZONED TIME NOT NULL' THEN time(t[2])\n"
+            "    WHEN 'LOCAL TIME NOT NULL' THEN localtime(t[2]) WHEN 'DURATION NOT NULL' THEN duration(t[2]) END)")
+
+
 # Label by label, so each scan uses the tenant's index (a node with two labels is read twice and
 # kept once).
 READ_NODES = tuple(
     f"MATCH (n:{label} {{tenant_id: $tenant}}) RETURN elementId(n) AS eid, labels(n) AS labels, "
-    "properties(n) AS props"
+    f"properties(n) AS props, {_temporal_of('n')} AS temporal"
     for label in PLACED_LABELS)
 READ_RELATIONSHIPS = tuple(
     f"MATCH (n:{label} {{tenant_id: $tenant}})-[r]->(m) RETURN elementId(r) AS rid, type(r) AS type, "
-    "properties(r) AS props, elementId(n) AS start, elementId(m) AS end"
+    f"properties(r) AS props, elementId(n) AS start, elementId(m) AS end, {_temporal_of('r')} AS temporal"
     for label in PLACED_LABELS)
 # Relationships reaching a tenant's node from a node of no tenant or another one.
 FOREIGN = tuple(
@@ -46,6 +63,7 @@ CREATE_NODES = """
 UNWIND $rows AS r
 CREATE (n:$(r.labels))
 SET n = r.props
+""" + _temporal_set("n") + """
 RETURN r.eid AS old, elementId(n) AS new
 """
 CREATE_RELATIONSHIPS = """
@@ -54,12 +72,15 @@ MATCH (a) WHERE elementId(a) = r.start
 MATCH (b) WHERE elementId(b) = r.end
 CREATE (a)-[x:$(r.type)]->(b)
 SET x = r.props
+""" + _temporal_set("x") + """
 RETURN count(x) AS n
 """
 
-# Everything of the tenant, its deletion records too: what clear_op removes from a target that
-# got a partial or wrong copy (a tenant deletion would leave a record of it there).
-DELETE_RECORDS = "MATCH (n:Deletion {tenant_id: $tenant}) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 2000 ROWS"
+# Everything of the tenant, its copied deletion records too, but the records the target held
+# before (a tenant that once moved away): what clear_op removes from a target that got a partial
+# or wrong copy (a tenant deletion would leave a record of it there).
+DELETE_RECORDS = ("MATCH (n:Deletion {tenant_id: $tenant}) WHERE NOT n.id IN $keep "
+                  "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 2000 ROWS")
 # The source's deletion records but the one of the move: their copies moved with the tenant.
 DELETE_OTHER_RECORDS = "MATCH (d:Deletion {tenant_id: $tenant}) WHERE d.id <> $keep DETACH DELETE d"
 
@@ -67,9 +88,17 @@ DEFAULT_BATCH = 2000
 
 
 @dataclass(frozen=True)
+class Temporal:
+    """A temporal property as the server writes it: its type (one of :data:`TEMPORAL`) and text."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
 class Subgraph:
     """A tenant's nodes (element id -> labels, properties) and relationships (type, properties,
-    start and end element ids) as one store holds them."""
+    start and end element ids) as one store holds them, temporal properties as :class:`Temporal`."""
 
     nodes: dict[str, tuple[tuple[str, ...], dict[str, Any]]]
     relationships: tuple[tuple[str, dict[str, Any], str, str], ...]
@@ -77,6 +106,17 @@ class Subgraph:
     @property
     def empty(self) -> bool:
         return not self.nodes
+
+    def records_only(self) -> bool:
+        """Whether all it holds are deletion records (what a tenant leaves where it moved from)."""
+        return all(labels == ("Deletion",) for labels, _ in self.nodes.values()) and not self.relationships
+
+    def record_ids(self) -> list[str]:
+        return [str(props.get("id")) for labels, props in self.nodes.values() if "Deletion" in labels]
+
+    def union(self, other: Subgraph) -> Subgraph:
+        """Both subgraphs as one (read from two stores: their element ids do not collide)."""
+        return Subgraph({**self.nodes, **other.nodes}, self.relationships + other.relationships)
 
     def counts(self) -> dict[str, int]:
         """Nodes per label and relationships per type (``:TYPE``), sorted by name."""
@@ -101,7 +141,7 @@ def _hash(value: Any) -> str:
 
 
 def _canonical(value: Any) -> str:
-    # Temporal values: the driver's repr keeps the type, nanoseconds and zone, all of which a copy must keep.
+    # A Temporal (or any other value JSON has no form for) by its type and repr.
     return f"{type(value).__name__}:{value!r}"
 
 
@@ -111,16 +151,21 @@ def read_op(tenant: str) -> Operation[Subgraph]:
     return (yield InTx(lambda: _read_steps(tenant), read=True))  # type: ignore[misc]
 
 
+def _properties(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's properties with each temporal one as a :class:`Temporal`."""
+    return {**row["props"], **{key: Temporal(kind, text) for key, kind, text in row["temporal"]}}
+
+
 def _read_steps(tenant: str) -> Steps[Subgraph]:
-    params = {"tenant": tenant}
+    params = {"tenant": tenant, "temporal": list(TEMPORAL)}
     nodes: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {}
     for query in READ_NODES:
         for row in (yield Statement(query, params)):
-            nodes[row["eid"]] = (tuple(sorted(row["labels"])), dict(row["props"]))
+            nodes[row["eid"]] = (tuple(sorted(row["labels"])), _properties(row))
     relationships: dict[str, tuple[str, dict[str, Any], str, str]] = {}
     for query in READ_RELATIONSHIPS:
         for row in (yield Statement(query, params)):
-            relationships[row["rid"]] = (row["type"], dict(row["props"]), row["start"], row["end"])
+            relationships[row["rid"]] = (row["type"], _properties(row), row["start"], row["end"])
     foreign = sum(1 for _, _, _, end in relationships.values() if end not in nodes)
     for query in FOREIGN:
         foreign += (yield Statement(query, params))[0]["n"]
@@ -135,7 +180,7 @@ def copy_op(subgraph: Subgraph, batch_size: int = DEFAULT_BATCH,
     """Create ``subgraph`` in the store that runs this, in write transactions of ``batch_size``
     rows: the nodes, then the relationships between the copies. ``on_progress(done, total)``
     after each batch. Returns the rows written. Not atomic: :func:`clear_op` undoes a partial copy."""
-    node_rows = [{"eid": eid, "labels": list(labels), "props": props}
+    node_rows = [{"eid": eid, "labels": list(labels), **_split(props)}
                  for eid, (labels, props) in subgraph.nodes.items()]
     total = len(node_rows) + len(subgraph.relationships)
     done = 0
@@ -146,7 +191,7 @@ def copy_op(subgraph: Subgraph, batch_size: int = DEFAULT_BATCH,
         done += len(records)
         if on_progress is not None:
             on_progress(done, total)
-    rel_rows = [{"type": kind, "props": props, "start": copied[begin], "end": copied[end]}
+    rel_rows = [{"type": kind, **_split(props), "start": copied[begin], "end": copied[end]}
                 for kind, props, begin, end in subgraph.relationships]
     for start in range(0, len(rel_rows), batch_size):
         batch = rel_rows[start:start + batch_size]
@@ -157,11 +202,18 @@ def copy_op(subgraph: Subgraph, batch_size: int = DEFAULT_BATCH,
     return done
 
 
-def clear_op(tenant: str) -> Operation[None]:
-    """Remove everything of ``tenant`` from the store that runs this, deletion records included,
-    leaving no record: for a target whose copy failed (never for a tenant's own store)."""
+def _split(props: dict[str, Any]) -> dict[str, Any]:
+    """``props`` as a row: the plain properties, and the temporal ones as ``[key, type, text]``."""
+    temporal = [[key, value.kind, value.text] for key, value in props.items() if isinstance(value, Temporal)]
+    return {"props": {k: v for k, v in props.items() if not isinstance(v, Temporal)}, "temporal": temporal}
+
+
+def clear_op(tenant: str, keep: list[str]) -> Operation[None]:
+    """Remove everything of ``tenant`` from the store that runs this, deletion records included
+    but those whose id is in ``keep``, leaving no record: for a target whose copy failed (never
+    for a tenant's own store)."""
     for statement in (*DELETE_TENANT, DELETE_RECORDS):
-        yield Auto(Statement(statement, {"tenant": tenant}))
+        yield Auto(Statement(statement, {"tenant": tenant, "keep": keep}))
 
 
 def drop_records_op(tenant: str, keep: str) -> Operation[None]:

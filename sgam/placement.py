@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -122,6 +122,17 @@ class Stores(_Targets[Store]):
                 store.run(bootstrap_op(store.schema, store.clock))
         return store
 
+    def scopes(self, tenants: Sequence[str] | None) -> list[tuple[Store, list[str] | None]]:
+        """Each target's store with those of ``tenants`` that live there (``None``: all tenants,
+        every target); a target none of them lives on is left out (a worker asks no server about
+        tenants it does not hold)."""
+        if tenants is None:
+            return [(store, None) for store in self.all()]
+        grouped: dict[Key, list[str]] = {}
+        for tenant in tenants:
+            grouped.setdefault(self.key(tenant), []).append(tenant)
+        return [(self.open(self.placement.target(named[0])), named) for named in grouped.values()]
+
     def all(self) -> list[Store]:
         """Every target's store: the default one and each placed target's (opened now)."""
         stores = [self.default]
@@ -204,8 +215,8 @@ def move_tenant(graph: Any, tenant: str, target: Target, placement_file: Path, *
                 on_progress: Callable[[int, int], None] | None = None) -> MoveReport:
     """Move ``tenant`` of ``graph`` (a :class:`~sgam.api.MemoryGraph`) to ``target`` and write the
     new placement to ``placement_file`` (see the module docstring). The tenant must hold something,
-    the target must hold nothing of it, and nothing may write to the tenant meanwhile."""
-    stores: Stores = graph.placement_stores()
+    the target nothing of it but deletion records, and nothing may write to the tenant meanwhile."""
+    stores: Stores = graph.targets
     source = stores.of([tenant])
     destination = stores.open(target, bootstrap=True)
     if destination is source:
@@ -214,10 +225,11 @@ def move_tenant(graph: Any, tenant: str, target: Target, placement_file: Path, *
     if before.empty:
         raise UnknownTenant(f"tenant {tenant!r} holds nothing on {stores.placement.target(tenant).describe()}: "
                             "nothing to move (check the tenant id)")
-    if not destination.run(read_op(tenant)).empty:
+    there = destination.run(read_op(tenant))
+    if not there.records_only():
         raise Conflict(f"{target.describe()} already holds data of tenant {tenant!r}: a tenant lives on one "
                        "target; delete it there first (`sgam delete tenant` with that server's settings)")
-    _copy(destination, tenant, before, batch_size, on_progress)
+    _copy(destination, tenant, before, there, batch_size, on_progress)
     placed = stores.placement.placed(tenant, target)
     save_placement(placement_file, placed)
     stores.placement = placed
@@ -229,16 +241,18 @@ def move_tenant(graph: Any, tenant: str, target: Target, placement_file: Path, *
                       before.counts(), before.digest(), report.record_id)
 
 
-def _copy(destination: Store, tenant: str, subgraph: Subgraph, batch_size: int,
+def _copy(destination: Store, tenant: str, subgraph: Subgraph, there: Subgraph, batch_size: int,
           on_progress: Callable[[int, int], None] | None) -> None:
-    """Copy and verify, or leave the destination without anything of the tenant."""
+    """Copy and verify (the copy and the deletion records ``there`` was, exactly), or leave the
+    destination as it was."""
+    expected = subgraph.union(there)
     try:
         destination.run(copy_op(subgraph, batch_size, on_progress))
         after = destination.run(read_op(tenant))
-        if after.counts() != subgraph.counts() or after.digest() != subgraph.digest():
+        if after.counts() != expected.counts() or after.digest() != expected.digest():
             raise Conflict(f"the copy of tenant {tenant!r} differs from its source (counts {after.counts()} "
-                           f"against {subgraph.counts()}): was it written to during the move? It was removed "
+                           f"against {expected.counts()}): was it written to during the move? It was removed "
                            "from the target; the tenant stays where it was")
     except BaseException:
-        destination.run(clear_op(tenant))
+        destination.run(clear_op(tenant, there.record_ids()))
         raise
