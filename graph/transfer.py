@@ -148,7 +148,8 @@ def _canonical(value: Any) -> str:
 def read_op(tenant: str) -> Operation[Subgraph]:
     """The tenant's subgraph, read in one READ transaction; :class:`Conflict` if a relationship
     joins it to a node outside the tenant."""
-    return (yield InTx(lambda: _read_steps(tenant), read=True))  # type: ignore[misc]
+    subgraph: Subgraph = yield InTx(lambda: _read_steps(tenant), read=True)
+    return subgraph
 
 
 def _properties(row: dict[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ class _Targets(Generic[S]):
 
     def __init__(self, default: S, auth: tuple[str, str] | None, placement: Placement, *,
                  bootstrap: bool, retry_seconds: float) -> None:
-        self.default = default
+        self.default: S = default
         self.auth = auth
         self.placement = placement
         self.bootstrap = bootstrap

@@ -17,7 +17,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sgam.graph.errors import InvalidSetting, ProvisioningError
+from sgam.graph.errors import InvalidSetting, ProvisioningError, validation_problems
+from sgam.graph.models import check_tenant
 from sgam.graph.store import DEFAULT_RETRY_SECONDS, check_bolt_uri
 
 
@@ -68,6 +69,13 @@ class Placement(BaseModel):
 
     tenants: dict[str, Target] = Field(default_factory=dict)
 
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_ids(cls, tenants: dict[str, Target]) -> dict[str, Target]:
+        for tenant in tenants:
+            check_tenant(tenant)
+        return tenants
+
     def target(self, tenant: str) -> Target:
         return self.tenants.get(tenant, DEFAULT_TARGET)
 
@@ -93,7 +101,7 @@ def load_placement(path: Path) -> Placement:
     try:
         return Placement.model_validate_json(text)
     except ValidationError as exc:
-        raise InvalidSetting(f"SGAM_PLACEMENT_FILE {path}: {'; '.join(_problem(e, 'tenants') for e in exc.errors())}"
+        raise InvalidSetting(f"SGAM_PLACEMENT_FILE {path}: {validation_problems(exc, 'tenants')}"
                              " (the file is {\"tenants\": {TENANT: {\"uri\": ..., \"database\": ...}}})") from None
 
 
@@ -229,12 +237,9 @@ def connection(uri: str | None, auth: tuple[str, str] | None,
     return resolved_uri, (user, password)
 
 
-def _problem(error: Any, within: str | None = None) -> str:
-    """One pydantic error as ``VARIABLE: message`` (a field is named by its environment variable,
-    or by its path ``within`` a file's model)."""
+def _problem(error: Any) -> str:
+    """One pydantic error as ``VARIABLE: message`` (a field is named by its environment variable)."""
     name = str(error["loc"][0]) if error["loc"] else "settings"
     variable = name if name.isupper() else f"SGAM_{name.upper()}"
-    if within is not None:
-        variable = ".".join(str(part) for part in error["loc"]) or within
     cause = error.get("ctx", {}).get("error")
     return str(cause) if isinstance(cause, ValueError) else f"{variable}: {error['msg']} (got {error['input']!r})"
