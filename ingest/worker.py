@@ -80,6 +80,15 @@ class WorkerStats:
     errors: list[str] = field(default_factory=list)
 
 
+def combined(stats: Sequence[WorkerStats]) -> WorkerStats:
+    """The stats of workers run side by side (one per target of a placement) added up."""
+    total = WorkerStats()
+    for one in stats:
+        for name, value in vars(one).items():
+            setattr(total, name, getattr(total, name) + value)
+    return total
+
+
 def default_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 

@@ -7,10 +7,12 @@ agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -68,7 +70,8 @@ from sgam.queries.context import Context, context_steps
 from sgam.queries.embeddings import Embedder, EmbedReport, backfill_steps, require_embedder
 from sgam.queries.loader import NamedQuery, get_query
 
-from .settings import Settings
+from .placement import AsyncStores, Stores
+from .settings import Placement, Settings
 from .settings import connection as _connection
 
 # context_steps parameters that context() sets itself (the rest are its **options)
@@ -107,6 +110,12 @@ UNALIASED = """
 RETURN [name IN $names WHERE NOT EXISTS { MATCH (m:SchemaMigration)
         WHERE any(pair IN m.aliases WHERE pair STARTS WITH name + '>') }] AS unknown
 """
+# Placement (sgam/placement.py): the store chosen for the call in progress, with the graph that
+# chose it. A context variable, because one graph serves concurrent calls (threads, tasks).
+_ROUTED: ContextVar[tuple[object, Any] | None] = ContextVar("sgam_routed", default=None)
+# The arguments that name a call's tenants, and those whose item carries its tenant_id.
+TENANT_ARGUMENTS = ("tenant", "dropped_tenant", "into", "tenant_id")
+ITEM_ARGUMENTS = ("delta", "episode")
 
 
 @dataclass(frozen=True)
@@ -165,10 +174,48 @@ class _Queries:
 
     clock: Clock
     schema: Schema
-    store: Store | AsyncStore
+    targets: Stores | AsyncStores
+    """Where tenants live (:mod:`sgam.placement`): the stores of the placement's targets."""
     audit_reads: str = "private"
     """``SGAM_READ_AUDIT``: record reads of private attributes (``private``) or nothing (``off``);
     see :mod:`sgam.graph.audit`."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every public method that names a tenant (see :data:`TENANT_ARGUMENTS`) runs on the store
+        of its tenant's target (:func:`_routed`); without a placement it runs as written."""
+        super().__init_subclass__(**kwargs)
+        for name, member in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.isfunction(member) and _names_tenants(member):
+                setattr(cls, name, _routed(member))
+
+    @property
+    def store(self) -> Any:
+        """The store of the call in progress: its tenant's (placement), else the default one."""
+        routed = _ROUTED.get()
+        return routed[1] if routed is not None and routed[0] is self else self._store
+
+    @store.setter
+    def store(self, store: Any) -> None:
+        self._store = store
+
+    def _call_tenants(self, signature: inspect.Signature, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> list[str] | None:
+        """The tenants a call names, or None when there is no placement (or the call names none,
+        or cannot be bound: the method then raises its own error)."""
+        if not self.targets.placement.tenants:
+            return None
+        try:
+            bound = signature.bind(self, *args, **kwargs).arguments
+        except TypeError:
+            return None
+        given = dict(bound)
+        for parameter in signature.parameters.values():
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                given.update(bound.get(parameter.name) or {})
+        named = [given.get(name) for name in TENANT_ARGUMENTS]
+        named += [getattr(given.get(name), "tenant_id", None) for name in ITEM_ARGUMENTS]
+        tenants = [t for t in named if isinstance(t, str)]
+        return tenants or None
 
     def _disclosure(self, operation: str, params: dict[str, Any], data: Any) -> Disclosure | None:
         """The audit record a read of ``data`` owes (its reader and tenant in ``params``)."""
@@ -246,6 +293,8 @@ class _Queries:
         """Run under ``new`` once its migration applied (or was recorded, or finished a resumed run)."""
         if report.status in ("applied", "recorded", "resumed"):
             self.store.schema = self.schema = new
+            for store in self.targets.opened.values():
+                store.schema = new
         return report
 
     def _residue(self, tenant: str, subject: str, forgotten: bool) -> Callable[[], Any]:
@@ -464,6 +513,51 @@ class _Queries:
         return lambda: export_steps(tenant, subject, principal, self.schema, self.clock())
 
 
+def _names_tenants(method: Callable[..., Any]) -> bool:
+    parameters = inspect.signature(method).parameters
+    return any(name in parameters for name in (*TENANT_ARGUMENTS, *ITEM_ARGUMENTS)) or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _routed(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` run with :attr:`_Queries.store` set to the store of the tenants it names."""
+    signature = inspect.signature(method)
+    if inspect.iscoroutinefunction(method):
+        @functools.wraps(method)
+        async def run_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            tenants = self._call_tenants(signature, args, kwargs)
+            if tenants is None:
+                return await method(self, *args, **kwargs)
+            token = _ROUTED.set((self, await self.targets.of(tenants)))
+            try:
+                return await method(self, *args, **kwargs)
+            finally:
+                _ROUTED.reset(token)
+        return run_async
+
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tenants = self._call_tenants(signature, args, kwargs)
+        if tenants is None:
+            return method(self, *args, **kwargs)
+        token = _ROUTED.set((self, self.targets.of(tenants)))
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _ROUTED.reset(token)
+    return run
+
+
+def item_tenants(items: Any) -> tuple[Any, list[str] | None]:
+    """``items`` (listed if they are a one-pass iterable) and the tenant ids they carry, for a
+    call with a placement; the tenants are None when ``items`` is not an iterable (the call then
+    raises its own error)."""
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
+        return items, None
+    listed = items if isinstance(items, Sequence) else list(items)
+    return listed, [item.tenant_id for item in listed if isinstance(item, (MemoryDelta, Episode))]
+
+
 def _build(model: type[T], fields: dict[str, Any]) -> T:
     """A model from keyword fields, with a validation failure as :class:`InvalidDelta`."""
     try:
@@ -584,10 +678,12 @@ class MemoryGraph(_Queries):
 
     store: Store
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, targets: Stores | None = None) -> None:
         self.store = store
         self.schema = store.schema
         self.clock = store.clock
+        self.targets = targets or Stores(store, None, Placement(), bootstrap=False,
+                                         retry_seconds=0)
         telemetry.watch(store)  # the quarantine and queue gauges count on it
 
     @classmethod
@@ -611,13 +707,23 @@ class MemoryGraph(_Queries):
         except BaseException:
             store.close()
             raise
-        graph = cls(store)
+        graph = cls(store, Stores(store, auth, settings.placement_map(), bootstrap=bootstrap,
+                                  retry_seconds=settings.neo4j_retry_seconds,
+                                  allow_plaintext=settings.allow_plaintext))
         graph.audit_reads = settings.read_audit
         return graph
 
     def close(self) -> None:
         telemetry.unwatch(self.store)
+        self.targets.close()
         self.store.close()
+
+    def _items_store(self, items: Any) -> tuple[Store, Any]:
+        """The store of the tenants ``items`` carry (deltas, episodes), and the items."""
+        if not self.targets.placement.tenants:
+            return self.store, items
+        items, tenants = item_tenants(items)
+        return (self.store if not tenants else self.targets.of(tenants)), items
 
     @property
     def retries(self) -> Retries:
@@ -726,6 +832,8 @@ class MemoryGraph(_Queries):
         declared migration, over every tenant: rename, rename_relation, split, retype; history
         included. ``dry_run`` counts and checks without writing. See :mod:`sgam.graph.evolution`."""
         new, op = self._migrate_op(schema, dry_run, batch_size, on_progress)
+        for placed in self.targets.all()[1:]:   # every other target holds tenants of this schema too
+            placed.run(self._migrate_op(new, dry_run, batch_size, on_progress)[1])
         return self._migrated(new, self.store.run(op))
 
     def residue(self, tenant: str, subject: str, *, forgotten: bool = False) -> list[dict[str, Any]]:
@@ -749,7 +857,8 @@ class MemoryGraph(_Queries):
 
     def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
         """Store raw episodes; returns ``{id: "created" | "existing" | "duplicate"}``."""
-        return {r.id: r.outcome for r in self.store.run(self._record_op(items_arg(episodes, Episode, "episodes")))}
+        store, episodes = self._items_store(episodes)
+        return {r.id: r.outcome for r in store.run(self._record_op(items_arg(episodes, Episode, "episodes")))}
 
     def ingest(self, episode: Episode | None = None, *, deltas: Iterable[Any] = (),
                extractors: Sequence[Extractor] | None = None, remember: bool = False,
@@ -814,11 +923,12 @@ class MemoryGraph(_Queries):
         machine; lanes that share relation targets or episodes can deadlock, and Neo4j's
         deadlock is retried by the driver after a pause).
         """
+        store, deltas = self._items_store(deltas)
         ops = self._lanes(deltas, atomic, batch_size, workers)
         if len(ops) <= 1:
-            return merged(self.store.run(ops[0]) if ops else [])
+            return merged(store.run(ops[0]) if ops else [])
         with ThreadPoolExecutor(max_workers=len(ops)) as pool:
-            return merged(done for lane in pool.map(self.store.run, ops) for done in lane)
+            return merged(done for lane in pool.map(store.run, ops) for done in lane)
 
     def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                        on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
@@ -843,7 +953,8 @@ class MemoryGraph(_Queries):
         result holds one outcome per delta (``results[i].outcome``, ``count``, ``written``), not
         the new rows' ids: at millions of deltas those would outweigh the import itself.
         """
-        return self.store.run(self._import_op(deltas, chunk_size, on_progress, on_unfinished))
+        store, deltas = self._items_store(deltas)
+        return store.run(self._import_op(deltas, chunk_size, on_progress, on_unfinished))
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -1055,10 +1166,11 @@ class AsyncMemoryGraph(_Queries):
 
     store: AsyncStore
 
-    def __init__(self, store: AsyncStore) -> None:
+    def __init__(self, store: AsyncStore, targets: AsyncStores | None = None) -> None:
         self.store = store
         self.schema = store.schema
         self.clock = store.clock
+        self.targets = targets or AsyncStores(store, None, Placement(), bootstrap=False, retry_seconds=0)
 
     @classmethod
     async def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
@@ -1079,12 +1191,22 @@ class AsyncMemoryGraph(_Queries):
         except BaseException:
             await store.close()
             raise
-        graph = cls(store)
+        graph = cls(store, AsyncStores(store, auth, settings.placement_map(), bootstrap=bootstrap,
+                                       retry_seconds=settings.neo4j_retry_seconds,
+                                       allow_plaintext=settings.allow_plaintext))
         graph.audit_reads = settings.read_audit
         return graph
 
     async def close(self) -> None:
+        await self.targets.close()
         await self.store.close()
+
+    async def _items_store(self, items: Any) -> tuple[AsyncStore, Any]:
+        """See :meth:`MemoryGraph._items_store`."""
+        if not self.targets.placement.tenants:
+            return self.store, items
+        items, tenants = item_tenants(items)
+        return (self.store if not tenants else await self.targets.of(tenants)), items
 
     @property
     def retries(self) -> Retries:
@@ -1113,7 +1235,8 @@ class AsyncMemoryGraph(_Queries):
 
     async def record_episodes(self, episodes: Sequence[Episode]) -> dict[str, str]:
         """See :meth:`MemoryGraph.record_episodes`."""
-        recorded = await self.store.run(self._record_op(items_arg(episodes, Episode, "episodes")))
+        store, episodes = await self._items_store(episodes)
+        recorded = await store.run(self._record_op(items_arg(episodes, Episode, "episodes")))
         return {r.id: r.outcome for r in recorded}
 
     async def delete_tenant(self, tenant: str, *, dry_run: bool = False, actor: str | None = None,
@@ -1135,6 +1258,8 @@ class AsyncMemoryGraph(_Queries):
                            on_progress: Callable[[StepReport, int], None] | None = None) -> MigrationReport:
         """See :meth:`MemoryGraph.apply_schema`."""
         new, op = self._migrate_op(schema, dry_run, batch_size, on_progress)
+        for placed in (await self.targets.all())[1:]:   # see MemoryGraph.apply_schema
+            await placed.run(self._migrate_op(new, dry_run, batch_size, on_progress)[1])
         return self._migrated(new, await self.store.run(op))
 
     async def residue(self, tenant: str, subject: str, *, forgotten: bool = False) -> list[dict[str, Any]]:
@@ -1189,13 +1314,15 @@ class AsyncMemoryGraph(_Queries):
 
     async def write_many(self, deltas: Iterable[MemoryDelta], *, atomic: bool = False,
                          batch_size: int = DEFAULT_BATCH, workers: int = DEFAULT_WORKERS) -> BatchResult:
-        done = await asyncio.gather(*(self.store.run(op) for op in self._lanes(deltas, atomic, batch_size, workers)))
+        store, deltas = await self._items_store(deltas)
+        done = await asyncio.gather(*(store.run(op) for op in self._lanes(deltas, atomic, batch_size, workers)))
         return merged(item for lane in done for item in lane)
 
     async def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,
                              on_progress: Any = None, on_unfinished: OnUnfinished = "resume") -> ImportResult:
         """See :meth:`MemoryGraph.import_history`."""
-        return await self.store.run(self._import_op(deltas, chunk_size, on_progress, on_unfinished))
+        store, deltas = await self._items_store(deltas)
+        return await store.run(self._import_op(deltas, chunk_size, on_progress, on_unfinished))
 
     async def query(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """See :meth:`MemoryGraph.query`."""

@@ -9,14 +9,16 @@ import the provisioning in :mod:`sgam.local.server`, which writes that file).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sgam.graph.errors import InvalidSetting, ProvisioningError
+from sgam.graph.errors import InvalidSetting, ProvisioningError, validation_problems
+from sgam.graph.models import check_tenant
 from sgam.graph.store import DEFAULT_RETRY_SECONDS, check_bolt_uri, check_transport
 
 
@@ -26,6 +28,89 @@ def _default_home() -> Path:
 
 def _default_cache() -> Path:
     return Path.home() / ".cache" / "sgam"
+
+
+def _default_placement() -> Path:
+    return Path.home() / ".sgam" / "placement.json"
+
+
+class Target(BaseModel):
+    """Where a tenant lives: a server (``uri``) and a database on it. ``None`` parts are the
+    default connection's (``NEO4J_URI``, ``NEO4J_DATABASE``); a server other than the default
+    takes its password from the environment variable ``password_env`` (never from the file), or
+    the default connection's password when that is unset."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    uri: str | None = None
+    database: str | None = None
+    user: str | None = None
+    password_env: str | None = None
+
+    @field_validator("uri")
+    @classmethod
+    def _bolt(cls, uri: str | None) -> str | None:
+        if uri is None:
+            return None
+        try:
+            return check_bolt_uri(uri, "a placement's uri")
+        except InvalidSetting as exc:
+            raise ValueError(str(exc)) from None
+
+    def describe(self) -> str:
+        """The target as one line (``uri/database``, ``default`` for the default parts)."""
+        return f"{self.uri or 'default'}/{self.database or 'default'}"
+
+
+class Placement(BaseModel):
+    """The placement map: tenant -> :class:`Target`; a tenant not named lives on the default one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenants: dict[str, Target] = Field(default_factory=dict)
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_ids(cls, tenants: dict[str, Target]) -> dict[str, Target]:
+        for tenant in tenants:
+            check_tenant(tenant)
+        return tenants
+
+    def target(self, tenant: str) -> Target:
+        return self.tenants.get(tenant, DEFAULT_TARGET)
+
+    def placed(self, tenant: str, target: Target) -> Placement:
+        """This map with ``tenant`` on ``target`` (a default target drops its entry)."""
+        tenants = {t: x for t, x in self.tenants.items() if t != tenant}
+        if target != DEFAULT_TARGET:
+            tenants[tenant] = target
+        return Placement(tenants=dict(sorted(tenants.items())))
+
+
+DEFAULT_TARGET = Target()
+
+
+def load_placement(path: Path) -> Placement:
+    """The placement map stored at ``path`` (an empty one when there is no file)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Placement()
+    except OSError as exc:
+        raise InvalidSetting(f"SGAM_PLACEMENT_FILE {path}: cannot read it: {exc}") from None
+    try:
+        return Placement.model_validate_json(text)
+    except ValidationError as exc:
+        raise InvalidSetting(f"SGAM_PLACEMENT_FILE {path}: {validation_problems(exc, 'tenants')}"
+                             " (the file is {\"tenants\": {TENANT: {\"uri\": ..., \"database\": ...}}})") from None
+
+
+def save_placement(path: Path, placement: Placement) -> None:
+    """Replace the file at ``path`` with ``placement`` atomically: a reader sees the old map or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(placement.model_dump_json(indent=2, exclude_defaults=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 class Settings(BaseSettings):
@@ -58,6 +143,10 @@ class Settings(BaseSettings):
     # SGAM_ALLOW_PLAINTEXT=1: send the password over bolt:// or neo4j:// to a server that is not on
     # this machine (refused otherwise: graph/store.py, check_transport), e.g. on docker compose's network.
     allow_plaintext: bool = False
+    # Tenant placement (README, "Placement"): the map given here, else the file
+    # SGAM_PLACEMENT_FILE (which `sgam tenants place|move` writes); none: every tenant on NEO4J_URI.
+    placement: Placement | None = None
+    placement_file: Path = Field(default_factory=_default_placement)
 
     @field_validator("neo4j_uri")
     @classmethod
@@ -96,6 +185,12 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_timeout: float = Field(default=30.0, gt=0)
     llm_max_retries: int = Field(default=3, ge=0)
+
+    def placement_map(self) -> Placement:
+        """The placement in force: :attr:`placement` if given, else the file's."""
+        if self.placement is not None:
+            return self.placement
+        return load_placement(self.placement_file.expanduser())
 
 
 DEFAULT_USER = "neo4j"

@@ -27,6 +27,7 @@
     sgam mcp                       the MCP server on stdio (what desktop clients launch)
     sgam keys create|list|revoke   the service's API keys (tenant, principal, scope)
     sgam tools --format F          tool definitions from the schema (openai, anthropic, mcp)
+    sgam tenants place|list|move   where each tenant lives (server, database), and moving one there
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from sgam.cli import service  # noqa: F401
 from sgam.cli import rebuild  # noqa: F401
 from sgam.cli import entities  # noqa: F401
 from sgam.cli import audit  # noqa: F401
+from sgam.cli import tenants  # noqa: F401
 from sgam.cli.common import app
 
 __all__ = ["app"]

@@ -261,7 +261,7 @@ def replay(
     ) as progress:
         task = progress.add_task("replay", total=sum(1 for line in lines if line.strip()
                                                       and not line.lstrip().startswith(b"#")))
-        summary = run_replay(graph.store, lines, atomic=atomic,
+        summary = run_replay(_replay_store(graph, lines), lines, atomic=atomic,
                              on_progress=lambda n: progress.advance(task, n))
         retries = graph.retries
     report = {
@@ -636,3 +636,12 @@ def stats(
                   f"  quarantine       {row['quarantine_open']} open of {row['quarantine_total']}\n"
                   f"  queue            {both(row['queue'], 'episodes')}\n"
                   f"  last write       {row['last_write'] or 'never'}", highlight=False)
+
+
+def _replay_store(graph: MemoryGraph, lines: list[bytes]) -> Any:
+    """The store of the tenants a replay file names (one target: a placement may not split it)."""
+    if not graph.targets.placement.tenants:
+        return graph.store
+    from sgam.ingest.replay import ReplayLine, parse_lines
+
+    return graph.targets.of([p.episode.tenant_id for p in parse_lines(lines) if isinstance(p, ReplayLine)])

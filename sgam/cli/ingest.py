@@ -13,7 +13,8 @@ import inspect
 import json
 import logging
 import signal
-from dataclasses import asdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -121,15 +122,16 @@ def ingest_command(
         chosen = _extractors(extractor, loaded, events)
         for item in (x for x in parsed if isinstance(x, Item)):
             try:
+                store = graph.targets.of([item.episode.tenant_id])   # its tenant's server (placement)
                 if mode == "now":
-                    report = ingest(graph.store, item.episode, chosen, deltas=item.deltas)
+                    report = ingest(store, item.episode, chosen, deltas=item.deltas)
                 elif mode == "queue" and not item.deltas:
-                    stored, recorded = record(graph.store, item.episode, queue=True)
+                    stored, recorded = record(store, item.episode, queue=True)
                     rows.append({"source": item.source, "episode": stored.id,
                                  "recorded": recorded.outcome, "queued": True})
                     continue
                 else:
-                    report = submit(graph.store, item.episode, chosen, deltas=item.deltas,
+                    report = submit(store, item.episode, chosen, deltas=item.deltas,
                                     remember=item.remember)
             except SgamError as exc:
                 if exc.transient:
@@ -190,7 +192,7 @@ def worker_command(
     schema: str = SchemaOpt, extractor: list[str] = ExtractorOpt, events: Path = EventsOpt,
 ) -> None:
     """Process queued episodes: claim with a lease, extract, write, quarantine; retry or dead-letter."""
-    from sgam.ingest.worker import Worker, WorkerOptions
+    from sgam.ingest.worker import Worker, WorkerOptions, combined
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     options = WorkerOptions(batch_size=batch, lease=timedelta(seconds=lease), max_attempts=max_attempts,
@@ -202,11 +204,17 @@ def worker_command(
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with MemoryGraph.connect(schema=loaded) as graph:
-            worker = Worker(graph.store, _extractors(extractor, loaded, events), options, name=name)
-            err.print(f"worker {worker.name} started (batch {batch}, lease {lease:g}s"
-                      f"{', tenants ' + ', '.join(tenant) if tenant else ''})", highlight=False)
-            stats = worker.run(until_idle=until_idle, max_batches=max_batches,
-                               should_stop=lambda: bool(stopping))
+            # One worker per target of the placement (each server holds its own tenants' queue).
+            workers = [Worker(store, _extractors(extractor, loaded, events), replace(options, tenant=scope),
+                              name=name)
+                       for store, scope in graph.targets.scopes(options.tenants)]
+            err.print(f"worker {workers[0].name} started (batch {batch}, lease {lease:g}s"
+                      f"{', tenants ' + ', '.join(tenant) if tenant else ''}"
+                      f"{f', {len(workers)} servers' if len(workers) > 1 else ''})", highlight=False)
+            with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+                done = list(pool.map(lambda w: w.run(until_idle=until_idle, max_batches=max_batches,
+                                                     should_stop=lambda: bool(stopping)), workers))
+            stats = done[0] if len(done) == 1 else combined(done)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -237,7 +245,7 @@ def queue_retry(tenant: str = typer.Option(..., "--tenant", "-t", help="The tena
     from sgam.ingest.queue import requeue_failed_steps
 
     with MemoryGraph.connect() as graph:
-        n = graph.store.transact(lambda: requeue_failed_steps(tenant, graph.clock()))
+        n = graph.targets.of([tenant]).transact(lambda: requeue_failed_steps(tenant, graph.clock()))
     console.print(f"requeued {n} failed episode(s) of tenant {tenant!r}", highlight=False, markup=False)
 
 

@@ -132,3 +132,32 @@ def test_docker_compose_service_reaches_its_neo4j_over_plain_bolt(monkeypatch: p
     monkeypatch.delenv("SGAM_ALLOW_PLAINTEXT")
     with pytest.raises(InvalidSetting, match="SGAM_ALLOW_PLAINTEXT"):
         resolve_connection(Settings())
+
+
+def test_a_placed_server_gets_the_same_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tenant placed on another server is opened through the same check, with the graph's
+    SGAM_ALLOW_PLAINTEXT: the placement cannot route a password around it."""
+    from types import SimpleNamespace
+
+    from sgam.placement import Stores
+    from sgam.settings import Placement, Target
+
+    made: list[str] = []
+
+    def no_driver(uri: str, **kwargs: object) -> None:
+        made.append(uri)
+        raise RuntimeError("stop before the network")
+
+    monkeypatch.setattr(neo4j.GraphDatabase, "driver", no_driver)
+    default = SimpleNamespace(uri="bolt://127.0.0.1:7687", database="neo4j", schema=default_schema(),
+                              clock=None, max_future=None)
+    placement = Placement(tenants={"far": Target(uri="bolt://db.example.com:7687")})
+    refusing = Stores(default, AUTH, placement, bootstrap=False, retry_seconds=0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSetting, match=r"'bolt://db.example.com:7687' would send the password"):
+        refusing.of(["far"])
+    assert made == []
+    allowing = Stores(default, AUTH, placement, bootstrap=False, retry_seconds=0,  # type: ignore[arg-type]
+                      allow_plaintext=True)
+    with pytest.raises(Exception, match="stop before the network"):
+        allowing.of(["far"])
+    assert made == ["bolt://db.example.com:7687"]
