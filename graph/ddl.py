@@ -1,8 +1,8 @@
 """Schema bootstrap: constraints and indexes, applied as recorded, idempotent migrations.
 
-Each migration has a stable id and a list of DDL statements (all ``IF NOT EXISTS``). :func:`ddl_op`
-runs the ones not yet recorded as ``(:Migration {id})`` nodes, records them, and waits until every
-index is online. Fact relationship types come from the schema, so each one gets its own migration.
+Each migration has a stable id and a list of DDL statements (all ``IF NOT EXISTS``, or ``IF
+EXISTS`` for a drop). :func:`ddl_op` runs the ones not yet recorded as ``(:Migration {id})`` nodes,
+records them, and waits until every index is online. Fact relationship types come from the schema, so each one gets its own migration.
 :func:`bootstrap_op` is what connecting runs: the DDL, the one-off data backfills, and the record of
 the schema the store runs under.
 """
@@ -220,7 +220,8 @@ SET q.visible_to = r.readers
 
 
 def fact_type_migration(rel_type: str) -> Migration:
-    """Uniqueness of ``memory_id`` and the time indexes for one fact relationship type."""
+    """Uniqueness of ``memory_id`` for one fact relationship type (schema evolution reads a
+    type's facts in ``memory_id`` order through it)."""
     quoted = quote_identifier(rel_type)
     slug = rel_type.lower()
     return Migration(
@@ -228,12 +229,22 @@ def fact_type_migration(rel_type: str) -> Migration:
         (
             f"CREATE CONSTRAINT sgam_fact_id_{slug} IF NOT EXISTS "
             f"FOR ()-[f:{quoted}]-() REQUIRE f.memory_id IS UNIQUE",
-            # as-of scans across subjects ("what held for this tenant at T")
-            f"CREATE INDEX sgam_fact_valid_{slug} IF NOT EXISTS "
-            f"FOR ()-[f:{quoted}]-() ON (f.tenant_id, f.valid_from)",
-            # transaction-time scans ("what did we learn between K1 and K2")
-            f"CREATE INDEX sgam_fact_recorded_{slug} IF NOT EXISTS "
-            f"FOR ()-[f:{quoted}]-() ON (f.tenant_id, f.recorded_at)",
+        ),
+    )
+
+
+def fact_time_indexes_migration(rel_type: str) -> Migration:
+    """Drop the (tenant_id, valid_from) and (tenant_id, recorded_at) indexes that ``0002`` used to
+    create for a fact type. No read used them: every read reaches facts from their subject through
+    an untyped pattern, which a relationship property index cannot serve (EXPLAIN of every query
+    and module Cypher constant plans no relationship index seek or scan), while every fact written
+    paid two index entries, about a third of a batched write's time at commit."""
+    slug = rel_type.lower()
+    return Migration(
+        f"0016-fact-type-{rel_type}-no-time-indexes",
+        (
+            f"DROP INDEX sgam_fact_valid_{slug} IF EXISTS",
+            f"DROP INDEX sgam_fact_recorded_{slug} IF EXISTS",
         ),
     )
 
@@ -243,7 +254,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
             SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS,
-            EXTRACTION_TRAIL, ALIASES, READ_AUDIT]
+            EXTRACTION_TRAIL, ALIASES, READ_AUDIT, *(fact_time_indexes_migration(t) for t in rel_types)]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -331,7 +331,7 @@ def write_steps(
     if not prepared:
         return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
-    locked = yield from _lock_and_read(prepared, schema, clock(), mentioned)
+    locked = yield from _lock_and_read(prepared, schema, clock(), mentioned, targets=not checked)
     locked.node_ids.update(known)
     # Transaction time is read only now, under the subject locks, and never before a row or
     # statement this transaction read: a writer that waited for a lock cannot stamp its rows
@@ -358,6 +358,8 @@ def write_steps(
         # and no subject that the lock step created only for it.
         if len(accepted) < len(prepared) and not checked:
             rows.unused = _unused_subjects(prepared, accepted, known, locked)
+        # Relation targets the lock step created: those no new fact points at are removed again.
+        rows.unused += sorted(eid for key, eid in locked.targets.items() if ("Entity", *key) not in known)
         # What planning read is not needed to write: let it go before the collector runs again,
         # so that it does not find a batch's worth of statements and rows still alive.
         locked.slots.clear()
@@ -530,13 +532,18 @@ class _Locked:
     latest: datetime | None = None  # the latest recorded_at (or ledger update) read
     # Element ids of episodes and entities, keyed ("Episode" | "Entity", tenant, id).
     node_ids: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # Relation targets that are no subject of the batch, locked with the subjects: (tenant, id) -> element id.
+    targets: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime,
-                   mentioned: set[tuple[str, str]]) -> Generator[Statement, Records, _Locked]:
+def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, mentioned: set[tuple[str, str]],
+                   targets: bool = False) -> Generator[Statement, Records, _Locked]:
     """Lock the subjects (creating new ones) and read the believed rows of their slots, and the
     already-applied keys of the batch for the ``mentioned`` subjects (the only ones that can see
-    a replay)."""
+    a replay). ``targets``: lock the relation targets too (creating new ones), in the same sorted
+    pass, so that a batch takes every entity lock it needs in one global order: lanes of
+    ``write_many`` deadlocked on the unique-index entry of an entity that one lane had created as
+    a subject and another then merged as a relation target, each holding the other's next one."""
     subjects: dict[tuple[str, str], dict[str, Any]] = {}
     for p in prepared:
         entry = subjects.setdefault(
@@ -551,6 +558,14 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime,
             if rel_type not in entry["types"]:
                 entry["types"].append(rel_type)
         entry["keys"].append(p.key)
+    only_targets: set[tuple[str, str]] = set()
+    for p in prepared if targets else ():
+        if p.target_type and p.delta.value is not None:
+            key = (p.delta.tenant_id, entities_of(p)[1])
+            if key not in subjects:
+                only_targets.add(key)
+                subjects[key] = {"tenant_id": key[0], "id": key[1], "type": p.target_type, "name": key[1],
+                                 "attributes": [], "types": [], "keys": [], "replay": False}
     # Sorted, so that two batches lock shared subjects in the same order.
     query = lock_and_read_query(schema.fact_types())
     records = yield Statement(query, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
@@ -560,6 +575,9 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime,
     with _gc_paused():
         for record in records:
             tenant, subject = record["tenant_id"], record["id"]
+            if (tenant, subject) in only_targets:
+                locked.targets[(tenant, subject)] = record["eid"]
+                continue
             locked.subject_ids[(tenant, subject)] = record["eid"]
             locked.node_ids[("Entity", tenant, subject)] = record["eid"]
             locked.applied.update(k for keys in record["applied"] for k in keys or ())

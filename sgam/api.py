@@ -920,8 +920,8 @@ class MemoryGraph(_Queries):
         Rejected deltas are reported in the result and the rest are applied; with ``atomic=True``
         the first error is raised and nothing is written (one transaction). Otherwise up to
         ``workers`` lanes of batches, split by subject, run side by side (worth trying on a bigger
-        machine; lanes that share relation targets or episodes can deadlock, and Neo4j's
-        deadlock is retried by the driver after a pause).
+        machine; a transient error such as a deadlock is retried by the driver after a pause and
+        counted in :attr:`retries`).
         """
         store, deltas = self._items_store(deltas)
         ops = self._lanes(deltas, atomic, batch_size, workers)

@@ -355,6 +355,49 @@ def test_overlapping_write_many_batches_leave_a_sound_history(
     assert_sound(shared_graph, tenant, slots, batch_reference, BATCH_PROBES)
 
 
+def crossing_plan(tenant: str, n: int = 24) -> list[MemoryDelta]:
+    """Deltas whose relation targets are other lanes' subjects: customer i holds accounts i and
+    i+1, and each account is itself a subject (covered_by a policy), all of them new."""
+    deltas = []
+    for i in range(n):
+        for account in (i, (i + 1) % n):
+            deltas.append(MemoryDelta(tenant_id=tenant, subject=f"c{i}", attribute="holds", value=f"a{account}",
+                                      valid_from=day(i), source_episode_id=f"w{i % 4}"))
+        deltas.append(MemoryDelta(tenant_id=tenant, subject=f"a{i}", attribute="covered_by", value=f"p{i % 3}",
+                                  valid_from=day(i), source_episode_id=f"w{(i + 1) % 4}"))
+    return deltas
+
+
+def test_write_many_lanes_crossing_subjects_and_targets_never_deadlock(
+        neo4j_connection, shared_graph: MemoryGraph, fresh: Callable[[], str]) -> None:
+    """Lanes split by subject share relation targets (each lane's new subjects are the others'
+    targets): a batch takes all its entity locks in one sorted pass, so no deadlock is retried,
+    and the lanes write what one lane writes."""
+    lanes, one = fresh(), fresh()
+    for tenant in (lanes, one):
+        record_writers(shared_graph, tenant, 4)
+    graph = connect(neo4j_connection)
+    try:
+        for _ in range(3):
+            result = graph.write_many(crossing_plan(lanes), batch_size=4, workers=4)
+            assert result.rejected == ()
+        retries = graph.retries
+    finally:
+        graph.close()
+    for _ in range(3):
+        shared_graph.write_many(crossing_plan(one), batch_size=4)
+    assert retries == Retries(0, 0)
+
+    def held(tenant: str) -> list[tuple[str, str, str]]:
+        return sorted((r["s"], r["a"], r["o"]) for r in shared_graph.store.read(
+            "MATCH (s:Entity {tenant_id: $tenant})-[f]->(o:Entity) WHERE f.memory_id IS NOT NULL "
+            "AND f.expired_at IS NULL RETURN s.id AS s, f.attribute AS a, o.id AS o", {"tenant": tenant}))
+
+    assert held(lanes) == held(one) and len(held(one)) == 3 * 24
+    mentions = "MATCH (:Episode {tenant_id: $tenant})-[m:MENTIONS]->() RETURN count(m) AS n"
+    assert shared_graph.store.read(mentions, {"tenant": lanes}) == shared_graph.store.read(mentions, {"tenant": one})
+
+
 # -- doctor ------------------------------------------------------------------------------------
 
 def test_doctor_finds_a_row_retired_before_it_was_recorded(shared_graph: MemoryGraph,

@@ -480,3 +480,24 @@ def test_sigkill_midway_then_resume(connect, neo4j_connection, tenant: str, tmp_
     resumed = graph.apply_schema(Schema.from_data(example(2, killed)), batch_size=3)
     assert resumed.status == "resumed"
     assert normalised(graph, tenant + "-b", killed) == normalised(reference, tenant + "-a", calm)
+
+
+def test_a_store_made_before_0016_loses_the_unused_fact_time_indexes(connect, suffix: str) -> None:
+    """Stores bootstrapped before 0016 hold (tenant_id, valid_from) and (tenant_id, recorded_at)
+    indexes per fact type that no read uses; connecting drops them and keeps the memory_id
+    constraint."""
+    schema = Schema.from_data(example(1, suffix))
+    first = connect(schema)
+    [rel_type, *_] = schema.fact_types()
+    slug, quoted = rel_type.lower(), quote_identifier(rel_type)
+    for name, key in ((f"sgam_fact_valid_{slug}", "valid_from"), (f"sgam_fact_recorded_{slug}", "recorded_at")):
+        first.store.run_write(f"CREATE INDEX {name} IF NOT EXISTS FOR ()-[f:{quoted}]-() ON (f.tenant_id, f.{key})", {})
+    first.store.run_write("MATCH (m:Migration {id: $id}) DELETE m", {"id": f"0016-fact-type-{rel_type}-no-time-indexes"})
+    listed = "SHOW INDEXES YIELD name WHERE name ENDS WITH $tail RETURN name"
+    assert {f"sgam_fact_valid_{slug}", f"sgam_fact_recorded_{slug}"} <= {
+        r["name"] for r in first.store.read(listed, {"tail": slug})}
+
+    again = connect(schema)
+    names = {r["name"] for r in again.store.read(listed, {"tail": f"_{suffix}"})}
+    assert not any(n.startswith(("sgam_fact_valid_", "sgam_fact_recorded_")) for n in names), names
+    assert f"sgam_fact_id_{slug}" in names  # the constraint's index
