@@ -7,6 +7,7 @@ agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -1058,6 +1059,10 @@ class AsyncMemoryGraph(_Queries):
         self.store = store
         self.schema = store.schema
         self.clock = store.clock
+        # The gauges count on it through the loop its driver runs on; a graph made outside a
+        # running loop has none yet and is not counted.
+        with contextlib.suppress(RuntimeError):
+            telemetry.watch(store, asyncio.get_running_loop())
 
     @classmethod
     async def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
@@ -1082,6 +1087,7 @@ class AsyncMemoryGraph(_Queries):
         return graph
 
     async def close(self) -> None:
+        telemetry.unwatch(self.store)
         await self.store.close()
 
     @property
