@@ -130,8 +130,9 @@ def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000,
             server.terminate()
             server.wait(timeout=30)
             revoke_key(graph.store, new.identity.key_id)
-        graph.delete_tenant(tenant)
     finally:
+        # A failed run leaves nothing behind either.
+        graph.delete_tenant(tenant)
         graph.close()
     return {"subjects": subjects, "clients": clients, "requests": requests, "results": results}
 
