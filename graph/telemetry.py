@@ -13,13 +13,14 @@ histograms ``sgam.write.duration`` and ``sgam.read.duration``; a read span of a 
 carries its name (``sgam.query``). ``sgam.audit.failures`` counts read audit records that could
 not be written (:mod:`sgam.graph.audit`). The observable gauges ``sgam.quarantine.open`` and
 ``sgam.queue.depth`` (episodes pending or claimed) are counted per tenant by one cheap query each
-on every graph that :func:`watch` was given, when the metric reader collects. Never a value, a subject id, an
+on every graph that :func:`watch` was given, sync or async, when the metric reader collects. Never a value, a subject id, an
 error message (messages quote values) or episode text: spans often leave the trust boundary of
 the memory itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -189,19 +190,43 @@ MATCH (e:Episode) WHERE e.status IN ['pending', 'claimed']
 RETURN e.tenant_id AS tenant, count(e) AS n
 """
 
-# What the gauges count on: a graph's ``read(query, params)`` (sync), weakly held, so a graph
-# that is garbage collected stops being counted without anyone unwatching it.
+# What the gauges count on: a graph's store (its ``read(query, params)``), weakly held, so a
+# graph that is garbage collected stops being counted without anyone unwatching it; for an async
+# store, the event loop its driver runs on.
 _watched: weakref.WeakSet[Any] = weakref.WeakSet()
+_loops: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
 _reported: dict[str, set[str]] = {}
+GAUGE_READ_SECONDS = 10.0
+"""How long a collection waits for an async store's count."""
 
 
-def watch(reader: Any) -> None:
-    """Count the gauges on ``reader`` (a store with a synchronous ``read``) from now on."""
+def watch(reader: Any, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """Count the gauges on ``reader`` from now on: a store with a synchronous ``read``, or, given
+    ``loop``, an async store whose ``read`` runs on that event loop."""
+    if loop is not None:
+        _loops[reader] = loop
     _watched.add(reader)
 
 
 def unwatch(reader: Any) -> None:
     _watched.discard(reader)
+    _loops.pop(reader, None)
+
+
+def _read(reader: Any, query: str) -> Any:
+    loop = _loops.get(reader)
+    if loop is None:
+        return reader.read(query, {})
+    # A metric reader collects in a thread of its own: the async store's read runs on its loop
+    # and this thread waits for it. On that loop's own thread the wait would block the very read
+    # it waits for, so the store is not counted there.
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        raise RuntimeError("collected on the event loop of an async store")
+    return asyncio.run_coroutine_threadsafe(reader.read(query, {}), loop).result(GAUGE_READ_SECONDS)
 
 
 def _counts(query: str) -> Iterator[Any]:
@@ -215,7 +240,7 @@ def _counts(query: str) -> Iterator[Any]:
             continue
         seen.add(database)
         try:
-            for row in reader.read(query, {}):
+            for row in _read(reader, query):
                 totals[row["tenant"]] += row["n"]
         except Exception as exc:  # an unreachable store must not break the export of the rest
             logging.getLogger(__name__).warning("gauge not counted on a store (%s)", type(exc).__name__)

@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -38,7 +39,7 @@ from sgam.graph.errors import InvalidDelta, SgamError, checked
 from sgam.graph.ddl import EMBEDDING_DIMENSIONS
 from sgam.graph.models import Cardinality, Fact, check_tenant, require_aware
 from sgam.graph.schema import Schema, default_schema
-from sgam.graph.steps import Operation, Read
+from sgam.graph.steps import Blocking, Operation, Read
 from sgam.graph.codec import fact_from_properties
 
 from .embeddings import (
@@ -679,7 +680,8 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
         if use_vectors:
             if vector is None:
                 assert embedder is not None
-                [vector] = embedder.embed([question])
+                # Off the event loop of an async graph: a model's forward pass takes milliseconds of CPU.
+                [vector] = yield Blocking(partial(embedder.embed, [question]))
             for name in ("knn-episodes", "knn-statements", "knn-entities"):
                 typed = {"memory_types": types} if name == "knn-statements" else {}
                 hits, note = yield from _nearest(name, k, exact_limit, tenant=tenant, vector=vector,

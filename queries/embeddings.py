@@ -86,6 +86,9 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._model: Any = None
         self._lock = threading.Lock()
+        # One encode at a time: a fast tokenizer shared by threads can fail ("Already borrowed"),
+        # and torch spreads one batch over the cores anyway.
+        self._encoding = threading.Lock()
 
     def _load(self) -> Any:
         with self._lock:
@@ -126,9 +129,10 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        vectors = self._load().encode(list(texts), batch_size=self.batch_size,
-                                      normalize_embeddings=True, show_progress_bar=False,
-                                      convert_to_numpy=True)
+        model = self._load()
+        with self._encoding:
+            vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                   show_progress_bar=False, convert_to_numpy=True)
         return [[float(x) for x in row] for row in vectors]
 
 

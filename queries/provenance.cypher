@@ -26,6 +26,8 @@ CALL (s, f) {
   OPTIONAL MATCH (s)-[other]->()
   WHERE other.attribute = f.attribute AND other.memory_id <> f.memory_id
     AND (other.visible_to IS NULL OR $principal = '*' OR $principal IN other.visible_to)
+  // One order, so the same facts give the same answer on any server (or after a tenant's move).
+  WITH other ORDER BY other.recorded_at, other.memory_id
   RETURN collect(CASE WHEN other.memory_id = f.supersedes_memory_id THEN properties(other) END) AS superseded,
          collect(CASE WHEN other.supersedes_memory_id = f.memory_id THEN properties(other) END) AS superseded_by,
          collect(CASE WHEN other.memory_id = f.revises_memory_id THEN properties(other) END) AS revises,
@@ -35,6 +37,7 @@ CALL (s, f) {
 CALL (f, ep) {
   OPTIONAL MATCH (x:Extraction {tenant_id: $tenant, episode_id: ep.id})
   WHERE f.memory_id IN x.memory_ids
+  WITH x ORDER BY x.created_at, x.id
   RETURN collect(properties(x)) AS trail
 }
 RETURN properties(f) AS fact, properties(ep) AS episode, superseded, superseded_by, revises, revised_by, trail

@@ -7,6 +7,7 @@ agent's ``current`` and an analyst's ``current.cypher`` in Neo4j Browser are the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import warnings
@@ -1171,6 +1172,10 @@ class AsyncMemoryGraph(_Queries):
         self.schema = store.schema
         self.clock = store.clock
         self.targets = targets or AsyncStores(store, None, Placement(), bootstrap=False, retry_seconds=0)
+        # The gauges count on it through the loop its driver runs on; a graph made outside a
+        # running loop has none yet and is not counted.
+        with contextlib.suppress(RuntimeError):
+            telemetry.watch(store, asyncio.get_running_loop())
 
     @classmethod
     async def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
@@ -1198,6 +1203,7 @@ class AsyncMemoryGraph(_Queries):
         return graph
 
     async def close(self) -> None:
+        telemetry.unwatch(self.store)
         await self.targets.close()
         await self.store.close()
 

@@ -11,6 +11,10 @@ Connect the graph with this module's schema (:func:`store_schema`)::
     graph = MemoryGraph.connect(schema=store_schema())
     store = SgamStore(graph, tenant="acme")
 
+For an async agent, an :class:`~sgam.api.AsyncMemoryGraph` (``await AsyncMemoryGraph.connect(
+schema=store_schema())``) runs ``aget``, ``aput``, ``asearch``... on the async driver, with no
+thread per call.
+
 Needs the ``langgraph`` extra.
 """
 
@@ -19,17 +23,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from datetime import datetime
 from importlib.resources import files
+from typing import Any
 
 import yaml
 from langgraph.store.base import (
     BaseStore, GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp,
 )
 
-from sgam.api import MemoryGraph
-from sgam.graph.errors import Conflict, InvalidDelta, NotFound
+from sgam.api import AsyncMemoryGraph, MemoryGraph
+from sgam.graph.errors import Conflict, InvalidDelta, NotFound, SgamError
 from sgam.graph.schema import Schema, quote_identifier
 from sgam.graph.codec import native
 
@@ -61,11 +66,40 @@ def item_id(namespace: tuple[str, ...], key: str) -> str:
     return "lg-" + hashlib.sha256(json.dumps([list(namespace), key]).encode("utf-8")).hexdigest()[:40]
 
 
-class SgamStore(BaseStore):
-    """LangGraph's ``BaseStore`` on a :class:`~sgam.api.MemoryGraph`, in ``tenant``; writes are
-    stated by ``actor``."""
+# An op is a generator that yields the graph calls it needs, each as (method, keyword arguments),
+# and is sent their answers: one logic for both graphs, driven by :meth:`SgamStore.batch` on a
+# MemoryGraph and awaited by :meth:`SgamStore.abatch` on an AsyncMemoryGraph.
+Call = tuple[str, dict[str, Any]]
+Steps = Generator[Call, Any, Any]
+READ = "read"
+"""The call that reads a query (``read`` of the store its tenant lives on); every other call is the graph's own method."""
 
-    def __init__(self, graph: MemoryGraph, tenant: str, *, actor: str = "agent:langgraph") -> None:
+
+def _method(graph: MemoryGraph | AsyncMemoryGraph, name: str) -> Any:
+    if name != READ:
+        return getattr(graph, name)
+    # The read goes to the store of the server its tenant is placed on (sgam.placement).
+    if isinstance(graph, AsyncMemoryGraph):
+        return lambda query, params: _aread(graph, query, params)
+    return lambda query, params: graph.targets.of([params["tenant"]]).read(query, params)
+
+
+async def _aread(graph: AsyncMemoryGraph, query: str, params: dict[str, Any]) -> Any:
+    store = await graph.targets.of([params["tenant"]])
+    return await store.read(query, params)
+
+
+class SgamStore(BaseStore):
+    """LangGraph's ``BaseStore`` on a :class:`~sgam.api.MemoryGraph` or an
+    :class:`~sgam.api.AsyncMemoryGraph`, in ``tenant``; writes are stated by ``actor``.
+
+    On a ``MemoryGraph`` the sync methods run directly and the async ones in a worker thread; on
+    an ``AsyncMemoryGraph`` the async methods run on it directly and the sync ones (a sync node of
+    an async LangGraph runs in a worker thread) hand their ops to the event loop the store was
+    made on."""
+
+    def __init__(self, graph: MemoryGraph | AsyncMemoryGraph, tenant: str, *,
+                 actor: str = "agent:langgraph") -> None:
         if ATTRIBUTE not in graph.schema.attributes:
             raise InvalidDelta(f"SgamStore needs a graph whose schema has the {ATTRIBUTE!r} attribute: "
                                "connect it with schema=store_schema()")
@@ -73,34 +107,78 @@ class SgamStore(BaseStore):
         self.tenant = tenant
         self.actor = actor
         self._current = current_items_query(graph.schema)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if isinstance(graph, AsyncMemoryGraph):
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass   # made outside a loop: only the async methods can run
 
     # -- BaseStore ----------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return [self._one(op) for op in ops]
+        graph = self.graph
+        if isinstance(graph, MemoryGraph):
+            return [self._run(self._one(op), graph) for op in ops]
+        ops = list(ops)
+        if self._loop is None or _running_on(self._loop):
+            raise InvalidDelta("SgamStore on an AsyncMemoryGraph runs a sync method only from a thread "
+                               "other than its event loop's (make the store inside the loop): use "
+                               "the async methods (aget, aput, asearch, ...) there, or give it a MemoryGraph")
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), self._loop).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        # The blocking graph in a worker thread: one op list at a time, in order.
-        ops = list(ops)
-        return await asyncio.to_thread(self.batch, ops)
+        graph = self.graph
+        if isinstance(graph, MemoryGraph):
+            # A blocking graph runs in a worker thread: one op list at a time, in order.
+            return await asyncio.to_thread(self.batch, list(ops))
+        return [await self._arun(self._one(op), graph) for op in ops]
 
-    def _one(self, op: Op) -> Result:
+    @staticmethod
+    def _run(steps: Steps, graph: MemoryGraph) -> Any:
+        try:
+            name, kwargs = next(steps)
+            while True:
+                try:
+                    answer = _method(graph, name)(**kwargs)
+                except SgamError as exc:   # the op may expect it (a concurrent delete)
+                    name, kwargs = steps.throw(exc)
+                else:
+                    name, kwargs = steps.send(answer)
+        except StopIteration as done:
+            return done.value
+
+    @staticmethod
+    async def _arun(steps: Steps, graph: AsyncMemoryGraph) -> Any:
+        try:
+            name, kwargs = next(steps)
+            while True:
+                try:
+                    answer = await _method(graph, name)(**kwargs)
+                except SgamError as exc:
+                    name, kwargs = steps.throw(exc)
+                else:
+                    name, kwargs = steps.send(answer)
+        except StopIteration as done:
+            return done.value
+
+    def _one(self, op: Op) -> Steps:
         if isinstance(op, GetOp):
-            found = self._items([item_id(op.namespace, op.key)])
+            found = yield from self._items([item_id(op.namespace, op.key)])
             return found[0] if found else None
         if isinstance(op, PutOp):
-            self._put(op)
+            yield from self._put(op)
             return None
         if isinstance(op, SearchOp):
-            return self._search(op)
+            return (yield from self._search(op))
         if isinstance(op, ListNamespacesOp):
-            return self._namespaces(op)
+            return (yield from self._namespaces(op))
         raise InvalidDelta(f"SgamStore cannot run {type(op).__name__}")
 
     # -- the ops ------------------------------------------------------------------------------
 
-    def _items(self, ids: list[str] | None) -> list[Item]:
-        rows = self.graph.store.read(self._current, {"tenant": self.tenant, "ids": ids})
+    def _items(self, ids: list[str] | None) -> Generator[Call, Any, list[Item]]:
+        rows = yield READ, {"query": self._current, "params": {"tenant": self.tenant, "ids": ids}}
         items = []
         for row in rows:
             document = json.loads(row["document"])
@@ -109,40 +187,40 @@ class SgamStore(BaseStore):
                               updated_at=native(row["updated_at"])))
         return items
 
-    def _put(self, op: PutOp) -> None:
+    def _put(self, op: PutOp) -> Steps:
         subject = item_id(op.namespace, op.key)
         now = self.graph.clock()
         if op.value is None:
-            self._delete(subject, now)
+            yield from self._delete(subject, now)
             return
-        existing = self._items([subject])
+        existing = yield from self._items([subject])
         created = existing[0].created_at if existing else now
         document = json.dumps({"namespace": list(op.namespace), "key": op.key, "value": op.value,
                                "created_at": created.isoformat()}, ensure_ascii=False)
         if existing and existing[0].value == op.value:
             return   # the same value again: nothing to record
-        episode = self.graph.record_episode(tenant_id=self.tenant, content=document, occurred_at=now,
-                                            kind="tool_result", actor=self.actor)
-        self.graph.write(tenant_id=self.tenant, subject=subject, subject_type=ENTITY_TYPE, attribute=ATTRIBUTE,
-                         value=document, valid_from=now, source_episode_id=episode.id, asserted_by=self.actor)
+        episode = yield "record_episode", dict(tenant_id=self.tenant, content=document, occurred_at=now,
+                                               kind="tool_result", actor=self.actor)
+        yield "write", dict(tenant_id=self.tenant, subject=subject, subject_type=ENTITY_TYPE, attribute=ATTRIBUTE,
+                            value=document, valid_from=now, source_episode_id=episode.id, asserted_by=self.actor)
 
-    def _delete(self, subject: str, now: datetime) -> None:
-        existing = self._items([subject])
+    def _delete(self, subject: str, now: datetime) -> Steps:
+        existing = yield from self._items([subject])
         if not existing:
             return   # deleting what is not there is a no-op, as BaseStore documents
-        episode = self.graph.record_episode(tenant_id=self.tenant, occurred_at=now, kind="tool_result",
-                                            actor=self.actor, content=f"delete store item {subject}")
+        episode = yield "record_episode", dict(tenant_id=self.tenant, occurred_at=now, kind="tool_result",
+                                               actor=self.actor, content=f"delete store item {subject}")
         try:
-            self.graph.write(tenant_id=self.tenant, subject=subject, attribute=ATTRIBUTE, op="retract",
-                             valid_from=now, source_episode_id=episode.id, asserted_by=self.actor)
+            yield "write", dict(tenant_id=self.tenant, subject=subject, attribute=ATTRIBUTE, op="retract",
+                                valid_from=now, source_episode_id=episode.id, asserted_by=self.actor)
         except (Conflict, NotFound):
             pass   # deleted concurrently
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _search(self, op: SearchOp) -> Generator[Call, Any, list[SearchItem]]:
         prefix = tuple(op.namespace_prefix)
         words = [w for w in (op.query or "").lower().split() if w]
         found = []
-        for item in self._items(None):
+        for item in (yield from self._items(None)):
             if item.namespace[:len(prefix)] != prefix:
                 continue
             if op.filter and any(item.value.get(k) != v for k, v in op.filter.items()):
@@ -155,14 +233,21 @@ class SgamStore(BaseStore):
         found.sort(key=lambda i: (-(i.score or 0.0), -i.updated_at.timestamp(), i.namespace, i.key))
         return found[op.offset:op.offset + op.limit]
 
-    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        spaces = {item.namespace for item in self._items(None)}
+    def _namespaces(self, op: ListNamespacesOp) -> Generator[Call, Any, list[tuple[str, ...]]]:
+        spaces = {item.namespace for item in (yield from self._items(None))}
         for condition in op.match_conditions or ():
             path = tuple(condition.path)
             spaces = {ns for ns in spaces if _matches(ns, path, condition.match_type)}
         if op.max_depth is not None:
             spaces = {ns[:op.max_depth] for ns in spaces}
         return sorted(spaces)[op.offset:op.offset + op.limit]
+
+
+def _running_on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _matches(namespace: tuple[str, ...], path: tuple[str, ...], kind: str) -> bool:

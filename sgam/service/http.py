@@ -19,6 +19,8 @@ from fastapi import Body, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -34,6 +36,8 @@ from .requests import OPERATIONS, Operation
 
 BOOKMARKS_HEADER = "X-SGAM-Bookmarks"
 DEFAULT_MAX_BODY_BYTES = 1_000_000
+MCP_SESSION_IDLE_SECONDS = 1800.0
+"""An MCP session without a request for this long is closed (its id then answers 404)."""
 """The largest request body (an episode is at most 100 kB of text; JSON escaping can double it)."""
 
 # The status of each kind of error (the first match wins: subclasses before their roots).
@@ -110,10 +114,15 @@ class McpAuth:
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         key = header[7:].strip() if header[:7].lower() == "bearer " else None
         try:
-            scope[IDENTITY_KEY] = await self.service().identify(key)
+            identity = await self.service().identify(key)
         except SgamError as exc:
             await error_response(status_of(exc), type(exc).__name__, str(exc))(scope, receive, send)
             return
+        scope[IDENTITY_KEY] = identity
+        # The session manager binds a session to the user that opened it: a request of another key
+        # naming that session is answered as if it did not exist. The user is the key's id, never the key.
+        scope["user"] = AuthenticatedUser(AccessToken(token=identity.key_id, client_id=identity.key_id,
+                                                      scopes=[identity.scope.value], subject=identity.principal))
         await self.app(scope, receive, send)
 
 
@@ -128,9 +137,12 @@ def create_app(opener: Callable[[], Awaitable[Service]] | None = None, *,
     def current() -> Service:
         return state["service"]
 
-    # Stateless: each MCP request stands alone (no session to pin to one process), and its key is
-    # checked on every request. No DNS-rebinding check: a page in a browser has no key to send.
-    sessions = StreamableHTTPSessionManager(app=build_server(current), stateless=True, json_response=True)
+    # Stateful sessions, as MCP clients expect (an Mcp-Session-Id from initialize on, answers and
+    # server notifications as SSE, a GET stream, DELETE to end): a session lives in this process,
+    # bound to the key that opened it, and its key is still checked on every request. No
+    # DNS-rebinding check: a page in a browser has no key to send.
+    sessions = StreamableHTTPSessionManager(app=build_server(current),
+                                            session_idle_timeout=MCP_SESSION_IDLE_SECONDS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -8,6 +8,7 @@ writes are stated by it (the episode's actor, the confirming actor).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ class Service:
         self.settings = settings or Settings()
         self.key_cache_seconds = key_cache_seconds
         self._keys: dict[str, tuple[float, Identity]] = {}
+        self._resolving: dict[str, asyncio.Future[Identity]] = {}
 
     @classmethod
     async def open(cls, settings: Settings | None = None, schema: Schema | None = None, *,
@@ -61,15 +63,30 @@ class Service:
         hash), saving a round trip per request; a revocation then takes effect within that time."""
         if not self.key_cache_seconds or not key:
             return await resolve(self.graph.store, key)
-        now, digest = time.monotonic(), key_hash(key)
+        digest = key_hash(key)
         cached = self._keys.get(digest)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > time.monotonic():
             return cached[1]
+        # One store read for all the requests that miss at once: every client of a key misses
+        # together when its entry expires, and under load more arrive while the read is out.
+        pending = self._resolving.get(digest)
+        if pending is None:
+            pending = self._resolving[digest] = asyncio.ensure_future(self._resolve(key, digest))
+            pending.add_done_callback(lambda done: self._resolved(digest, done))
+        return await asyncio.shield(pending)
+
+    async def _resolve(self, key: str, digest: str) -> Identity:
         identity = await resolve(self.graph.store, key)
+        now = time.monotonic()
         if len(self._keys) >= MAX_CACHED_KEYS:
             self._keys = {d: c for d, c in self._keys.items() if c[0] > now}
         self._keys[digest] = (now + self.key_cache_seconds, identity)
         return identity
+
+    def _resolved(self, digest: str, done: asyncio.Future[Identity]) -> None:
+        self._resolving.pop(digest, None)
+        if not done.cancelled():
+            done.exception()   # retrieved: a refusal whose every waiter went away is not an error to log
 
     async def call(self, identity: Identity, name: str, arguments: Any) -> Any:
         """Run operation ``name`` for ``identity``; JSON-ready data, or an :class:`SgamError`."""

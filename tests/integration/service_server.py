@@ -1,7 +1,9 @@
 """A real ``sgam serve`` process for the service tests, and the keys it serves.
 
 The server runs as a subprocess on a free loopback port against the test session's Neo4j; keys
-are issued through the key store itself, as ``sgam keys create`` issues them.
+are issued through the key store itself, as ``sgam keys create`` issues them. The fixtures
+``keys`` and ``server`` (one of each per test module: two fresh tenants, one server) are shared
+by the modules that import them.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from sgam.api import MemoryGraph
 from sgam.service.keys import create_key
@@ -116,3 +120,13 @@ def start(connection: tuple[str, tuple[str, str]], *args: str, **env: str) -> It
             process.kill()
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def keys(shared_graph: MemoryGraph) -> Keys:
+    return issue_keys(shared_graph, f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(scope="module")
+def server(neo4j_connection: tuple[str, tuple[str, str]], keys: Keys) -> Iterator[Server]:
+    yield from start(neo4j_connection)

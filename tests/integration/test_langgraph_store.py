@@ -1,13 +1,16 @@
 """``SgamStore`` against LangGraph's ``BaseStore`` contract, on the real store. langgraph ships no
 store conformance tests, so the oracle is its reference implementation, ``InMemoryStore``: the same
-random operations on both give the same items, search results and namespaces."""
+random operations on both give the same items, search results and namespaces. Each test runs on a
+store over a ``MemoryGraph`` and on one over an ``AsyncMemoryGraph`` (whose ops are its async ones,
+run on the graph's event loop in a thread of its own)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +18,7 @@ from hypothesis import strategies as st
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from sgam.api import MemoryGraph
+from sgam.api import AsyncMemoryGraph, MemoryGraph
 from sgam.graph.errors import InvalidDelta
 from sgam.integrations.langgraph import SgamStore, store_schema
 
@@ -28,8 +31,37 @@ def graph(neo4j_connection: tuple[str, tuple[str, str]]) -> Iterator[MemoryGraph
     connected.close()
 
 
-def fresh(graph: MemoryGraph) -> SgamStore:
-    return SgamStore(graph, f"t-{uuid.uuid4().hex[:12]}")
+@pytest.fixture(scope="module")
+def async_graph(neo4j_connection: tuple[str, tuple[str, str]]) -> Iterator[tuple[asyncio.AbstractEventLoop,
+                                                                                 AsyncMemoryGraph]]:
+    """An ``AsyncMemoryGraph`` on an event loop running in a thread of its own."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    uri, auth = neo4j_connection
+    connected = asyncio.run_coroutine_threadsafe(
+        AsyncMemoryGraph.connect(uri, auth, schema=store_schema(), bootstrap=False), loop).result()
+    yield loop, connected
+    asyncio.run_coroutine_threadsafe(connected.close(), loop).result()
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+    loop.close()
+
+
+Fresh = Callable[[], SgamStore]
+
+
+@pytest.fixture(params=["MemoryGraph", "AsyncMemoryGraph"])
+def fresh(request: pytest.FixtureRequest, graph: MemoryGraph) -> Fresh:
+    """Makes a store in a fresh tenant, over the sync graph or, made on its loop, the async one."""
+    if request.param == "MemoryGraph":
+        return lambda: SgamStore(graph, f"t-{uuid.uuid4().hex[:12]}")
+    loop, agraph = request.getfixturevalue("async_graph")
+
+    async def made() -> SgamStore:
+        return SgamStore(agraph, f"t-{uuid.uuid4().hex[:12]}")
+
+    return lambda: asyncio.run_coroutine_threadsafe(made(), loop).result()
 
 
 NAMESPACES = [("memories", "u1"), ("memories", "u2"), ("memories", "u1", "notes"), ("docs",)]
@@ -66,17 +98,17 @@ def listed(store: BaseStore, **conditions: object) -> list[tuple[str, ...]]:
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=10))
-def test_the_same_operations_give_what_the_reference_store_gives(graph: MemoryGraph,
+def test_the_same_operations_give_what_the_reference_store_gives(fresh: Fresh,
                                                                   ops: list[tuple[str, tuple[str, ...], str, dict | None]]) -> None:
-    mine, reference = fresh(graph), InMemoryStore()
+    mine, reference = fresh(), InMemoryStore()
     for kind, namespace, key, value in ops:
         for store in (mine, reference):
             store.put(namespace, key, value) if kind == "put" else store.delete(namespace, key)
     assert snapshot(mine) == snapshot(reference)
 
 
-def test_items_keep_their_creation_time_and_history(graph: MemoryGraph) -> None:
-    store = fresh(graph)
+def test_items_keep_their_creation_time_and_history(graph: MemoryGraph, fresh: Fresh) -> None:
+    store = fresh()
     assert store.get(("memories", "u1"), "k1") is None
     store.put(("memories", "u1"), "k1", {"text": "likes tea"})
     first = store.get(("memories", "u1"), "k1")
@@ -92,8 +124,8 @@ def test_items_keep_their_creation_time_and_history(graph: MemoryGraph) -> None:
     assert sum('"likes tea"' in f.value for f in versions) >= 1 and sum('"likes coffee"' in f.value for f in versions) >= 1
 
 
-def test_search_by_query_ranks_by_matching_words(graph: MemoryGraph) -> None:
-    store = fresh(graph)
+def test_search_by_query_ranks_by_matching_words(fresh: Fresh) -> None:
+    store = fresh()
     store.put(("m",), "a", {"text": "tea at five"})
     store.put(("m",), "b", {"text": "coffee at nine"})
     store.put(("m",), "c", {"text": "green tea at five"})
@@ -102,8 +134,8 @@ def test_search_by_query_ranks_by_matching_words(graph: MemoryGraph) -> None:
     assert [i.key for i in store.search(("m",), query="tea", limit=1, offset=1)] in (["a"], ["c"])
 
 
-def test_async_methods_and_tenants(graph: MemoryGraph) -> None:
-    store, other = fresh(graph), fresh(graph)
+def test_async_methods_and_tenants(fresh: Fresh, request: pytest.FixtureRequest) -> None:
+    store, other = fresh(), fresh()
 
     async def run() -> None:
         await store.aput(("memories", "u1"), "k", {"text": "x"})
@@ -114,11 +146,29 @@ def test_async_methods_and_tenants(graph: MemoryGraph) -> None:
         await store.adelete(("memories", "u1"), "k")
         assert await store.aget(("memories", "u1"), "k") is None
 
+    if isinstance(store.graph, MemoryGraph):
+        asyncio.run(run())
+    else:   # on the async graph's own loop: no thread in between
+        asyncio.run_coroutine_threadsafe(run(), request.getfixturevalue("async_graph")[0]).result()
+
+
+def test_a_sync_call_on_the_loop_of_its_async_graph_is_refused(neo4j_connection: tuple[str, tuple[str, str]]) -> None:
+    async def run() -> None:
+        agraph = await AsyncMemoryGraph.connect(*neo4j_connection, schema=store_schema(), bootstrap=False)
+        try:
+            store = SgamStore(agraph, f"t-{uuid.uuid4().hex[:12]}")
+            with pytest.raises(InvalidDelta, match="async methods"):
+                store.put(("m",), "k", {"text": "x"})   # would block the loop it needs
+            await store.aput(("m",), "k", {"text": "x"})
+            assert (await store.aget(("m",), "k")).value == {"text": "x"}
+        finally:
+            await agraph.close()
+
     asyncio.run(run())
 
 
-def test_a_value_too_big_for_one_fact_is_refused(graph: MemoryGraph) -> None:
-    store = fresh(graph)
+def test_a_value_too_big_for_one_fact_is_refused(fresh: Fresh) -> None:
+    store = fresh()
     with pytest.raises(InvalidDelta, match="7000-byte"):
         store.put(("m",), "big", {"text": "x" * 8000})
 

@@ -15,7 +15,6 @@ import socket
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from neo4j import GraphDatabase
 from typer.testing import CliRunner
 
 from sgam import MemoryDelta, MemoryGraph
-from sgam.api import Provenance
 from sgam.cli import app
 from sgam.graph import store as store_module
 from sgam.graph.errors import InvalidSetting
@@ -153,16 +151,6 @@ def seed(graph: MemoryGraph, tenant: str) -> None:
     assert not result.rejected
 
 
-def settled(provenance: Provenance | None) -> Provenance | None:
-    """``provenance`` with its neighbour groups in memory_id order: the query collects them in no
-    defined order (storage order, which a copy need not keep), so only their content is compared."""
-    if provenance is None:
-        return None
-    by_id = lambda facts: tuple(sorted(facts, key=lambda f: f.memory_id))  # noqa: E731
-    return replace(provenance, superseded=by_id(provenance.superseded), superseded_by=by_id(provenance.superseded_by),
-                   revises=by_id(provenance.revises), revised_by=by_id(provenance.revised_by))
-
-
 def answers(graph: MemoryGraph, tenant: str, subjects: list[str]) -> dict[str, Any]:
     """The held-out-style questions: now, as of instants (and as believed before the last write),
     history, traversal and the provenance of every version."""
@@ -176,7 +164,7 @@ def answers(graph: MemoryGraph, tenant: str, subjects: list[str]) -> dict[str, A
             "as_of": [graph.as_of(tenant, subject, valid_at=EPOCH + timedelta(days=d)) for d in (0, 5, 15, 45)],
             "known": graph.as_of(tenant, subject, valid_at=EPOCH + timedelta(days=45),
                                  known_at=last - timedelta(microseconds=1)),
-            "provenance": [settled(graph.provenance(tenant, f.memory_id)) for f in history],
+            "provenance": [graph.provenance(tenant, f.memory_id) for f in history],
             "traverse": graph.traverse(tenant, subject, ["holds", "covered_by"], valid_at=EPOCH + timedelta(days=45)),
         }
     return out

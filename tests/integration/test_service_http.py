@@ -5,7 +5,6 @@ answered with a 4xx JSON error and nothing written."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,17 +14,7 @@ import pytest
 from sgam.api import MemoryGraph
 from sgam.service.requests import OPERATIONS
 
-from .service_server import SEED, Keys, Server, issue_keys, start
-
-
-@pytest.fixture(scope="module")
-def keys(shared_graph: MemoryGraph) -> Keys:
-    return issue_keys(shared_graph, f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}")
-
-
-@pytest.fixture(scope="module")
-def server(neo4j_connection: tuple[str, tuple[str, str]], keys: Keys) -> Iterator[Server]:
-    yield from start(neo4j_connection)
+from .service_server import SEED, Keys, Server, keys, server  # noqa: F401 (the shared fixtures)
 
 
 @pytest.fixture(scope="module")

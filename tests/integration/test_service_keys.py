@@ -69,3 +69,39 @@ def test_bad_key_requests_are_refused(env: None, args: list[str], message: str) 
 def test_revoking_an_unknown_key_says_so(env: None) -> None:
     result = runner.invoke(app, ["keys", "revoke", "000000000000"])
     assert result.exit_code != 0 and "no API key" in result.stderr
+
+
+def test_the_service_reads_a_key_once_for_requests_that_miss_together_and_a_revocation_bites(
+        neo4j_connection: tuple[str, tuple[str, str]], tenant: str, shared_graph: MemoryGraph) -> None:
+    from sgam.service.keys import create_key, revoke_key
+    from sgam.service.operations import Service
+
+    new = create_key(shared_graph.store, tenant, "agent:support", "read")
+
+    async def run() -> tuple[int, int]:
+        graph = await AsyncMemoryGraph.connect(*neo4j_connection, bootstrap=False)
+        reads = 0
+        real = graph.store.read
+
+        async def counted(query: str, params: dict) -> object:   # the real store, reads counted
+            nonlocal reads
+            reads += 1
+            return await real(query, params)
+
+        graph.store.read = counted  # type: ignore[method-assign]
+        service = Service(graph, key_cache_seconds=0.5)
+        try:
+            found = await asyncio.gather(*(service.identify(new.key) for _ in range(20)))
+            assert {f.key_id for f in found} == {new.identity.key_id} and found[0].tenant == tenant
+            first = reads
+            revoke_key(shared_graph.store, new.identity.key_id)
+            await service.identify(new.key)   # still trusted within the cache time
+            await asyncio.sleep(0.6)
+            with pytest.raises(Unauthenticated, match="revoked"):
+                await asyncio.gather(*(service.identify(new.key) for _ in range(5)))
+            return first, reads
+        finally:
+            await service.close()
+
+    first, total = asyncio.run(run())
+    assert first == 1 and total == 2

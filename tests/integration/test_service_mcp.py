@@ -7,33 +7,21 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
-import pytest
 from jsonschema import Draft202012Validator
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
-from sgam.api import MemoryGraph
 from sgam.service.requests import OPERATIONS
 
-from .service_server import SEED, SGAM, Keys, Server, issue_keys, server_env, start
-
-
-@pytest.fixture(scope="module")
-def keys(shared_graph: MemoryGraph) -> Keys:
-    return issue_keys(shared_graph, f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}")
-
-
-@pytest.fixture(scope="module")
-def server(neo4j_connection: tuple[str, tuple[str, str]], keys: Keys) -> Iterator[Server]:
-    yield from start(neo4j_connection)
+from .service_server import SEED, SGAM, Keys, Server, keys, server, server_env  # noqa: F401 (the shared fixtures)
 
 
 def over_stdio(connection: tuple[str, tuple[str, str]], key: str) -> AbstractAsyncContextManager[Any]:
@@ -123,3 +111,33 @@ def test_stdio_refuses_to_start_without_a_valid_key(neo4j_connection: tuple[str,
     result = subprocess.run([SGAM, "mcp"], env=server_env(neo4j_connection, SGAM_API_KEY=keys.revoked),
                             input=b"", capture_output=True, timeout=120)
     assert result.returncode == 1 and b"revoked" in result.stderr
+
+
+def test_a_session_belongs_to_the_key_that_opened_it_until_it_is_deleted(server: Server, keys: Keys) -> None:
+    def headers(key: str, session: str | None = None) -> dict[str, str]:
+        sent = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+        return {**sent, "Mcp-Session-Id": session, "Mcp-Protocol-Version": LATEST_HANDSHAKE_VERSION} if session else sent
+
+    def answer(response: httpx.Response) -> Any:
+        """The JSON-RPC answer carried by a response's event stream."""
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return json.loads(next(line[5:] for line in response.text.splitlines() if line.startswith("data:")))
+
+    opening = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        opened = http.post("/mcp", json=opening, headers=headers(keys.reader))
+        session = opened.headers["mcp-session-id"]
+        assert answer(opened)["result"]["serverInfo"]["name"] == "sgam"
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post("/mcp", json=initialized, headers=headers(keys.reader, session)).status_code == 202
+        tools = answer(http.post("/mcp", json=listing, headers=headers(keys.reader, session)))["result"]["tools"]
+        assert [t["name"] for t in tools] == [op.name for op in OPERATIONS if op.scope.value == "read"]
+        # Another valid key of the same tenant cannot use the session: it is not there for it.
+        assert http.post("/mcp", json=listing, headers=headers(keys.writer, session)).status_code == 404
+        # A request without a session that is not an initialize opens nothing.
+        assert http.post("/mcp", json=listing, headers=headers(keys.reader)).status_code == 400
+        assert http.delete("/mcp", headers=headers(keys.reader, session)).status_code == 200
+        assert http.post("/mcp", json=listing, headers=headers(keys.reader, session)).status_code == 404

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import weakref
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -19,6 +21,7 @@ from typer.testing import CliRunner
 
 from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph
 from sgam.cli import app
+from sgam.graph import telemetry
 from sgam.graph.errors import InvalidDelta
 
 SECRET = "Rua-Secreta-42"  # a value that must never reach a span
@@ -227,3 +230,36 @@ def test_a_failed_audit_write_is_counted(graph: MemoryGraph, tenant: str, otel,
     monkeypatch.setattr(sgam.api, "audit_op", refused)
     assert len(graph.current(tenant, "ada", principal="agent:kyc")) == 1
     assert points(otel[1], "sgam.audit.failures")[failures] == before + 1
+
+
+def test_the_gauges_count_on_an_async_graph(neo4j_connection, graph: MemoryGraph, tenant: str, otel,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An async graph, as `sgam serve` holds one, is counted through its own event loop (here in a
+    thread, as the service's runs while an SDK's metric reader collects from a thread of its own)."""
+    key = (("sgam.tenant", tenant),)
+    graph.ingest(tenant_id=tenant, id="e1", content="I might move", occurred_at=utc(2026, 4, 1),
+                 actor="user:mira")  # queued
+    # Only the async graph is watched: every sync graph of the session is on the same database.
+    monkeypatch.setattr(telemetry, "_watched", weakref.WeakSet())
+    assert key not in points(otel[1], "sgam.queue.depth")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        agraph = asyncio.run_coroutine_threadsafe(
+            AsyncMemoryGraph.connect(*neo4j_connection, bootstrap=False), loop).result()
+        try:
+            assert points(otel[1], "sgam.queue.depth")[key] == 1
+
+            async def on_the_loop() -> dict[tuple, float]:
+                return points(otel[1], "sgam.queue.depth")   # cannot wait for its own loop: skipped
+
+            assert asyncio.run_coroutine_threadsafe(on_the_loop(), loop).result(timeout=30).get(key, 0) == 0
+            assert points(otel[1], "sgam.queue.depth")[key] == 1
+        finally:
+            asyncio.run_coroutine_threadsafe(agraph.close(), loop).result()
+        assert points(otel[1], "sgam.queue.depth")[key] == 0   # closed: no longer counted
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
