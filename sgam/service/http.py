@@ -36,9 +36,9 @@ from .requests import OPERATIONS, Operation
 
 BOOKMARKS_HEADER = "X-SGAM-Bookmarks"
 DEFAULT_MAX_BODY_BYTES = 1_000_000
+"""The largest request body (an episode is at most 100 kB of text; JSON escaping can double it)."""
 MCP_SESSION_IDLE_SECONDS = 1800.0
 """An MCP session without a request for this long is closed (its id then answers 404)."""
-"""The largest request body (an episode is at most 100 kB of text; JSON escaping can double it)."""
 
 # The status of each kind of error (the first match wins: subclasses before their roots).
 STATUS: tuple[tuple[type[SgamError], int], ...] = (
