@@ -678,6 +678,7 @@ class MemoryGraph(_Queries):
     """
 
     store: Store
+    targets: Stores
 
     def __init__(self, store: Store, targets: Stores | None = None) -> None:
         self.store = store
@@ -1166,6 +1167,7 @@ class AsyncMemoryGraph(_Queries):
     """The async twin of :class:`MemoryGraph`, for agents on asyncio."""
 
     store: AsyncStore
+    targets: AsyncStores
 
     def __init__(self, store: AsyncStore, targets: AsyncStores | None = None) -> None:
         self.store = store

@@ -81,7 +81,11 @@ def _method(graph: MemoryGraph | AsyncMemoryGraph, name: str) -> Any:
     # The read goes to the store of the server its tenant is placed on (sgam.placement).
     if isinstance(graph, AsyncMemoryGraph):
         return lambda query, params: _aread(graph, query, params)
-    return lambda query, params: graph.targets.of([params["tenant"]]).read(query, params)
+    return lambda query, params: _read(graph, query, params)
+
+
+def _read(graph: MemoryGraph, query: str, params: dict[str, Any]) -> Any:
+    return graph.targets.of([params["tenant"]]).read(query, params)
 
 
 async def _aread(graph: AsyncMemoryGraph, query: str, params: dict[str, Any]) -> Any:
