@@ -346,8 +346,10 @@ def prepared_ahead(deltas: Sequence[MemoryDelta], chunks: Iterable[array[int]],
 
     Reading the deltas and the schema checks are a quarter of an import's Python time, and a chunk's
     transaction mostly waits on the server (the driver releases the GIL there), so on two cores
-    they overlap. Two chunks' deltas are alive at once, at most; an error of the next chunk is
-    raised when the caller asks for it, as before.
+    they overlap. Memory stays bounded by chunks, not by the history: the chunk being written,
+    the next one being prepared, and while that starts, what is left of the one before (up to
+    three chunks' deltas, measured). An error of the next chunk is raised when the caller asks
+    for it, as before.
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sgam-import") as worker:
         queue = iter(chunks)
