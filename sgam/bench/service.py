@@ -2,7 +2,7 @@
 
 A throwaway tenant gets ``subjects`` people with a few facts each; then ``clients`` concurrent
 clients read ``current`` and ``context`` of random subjects through a ``sgam serve`` process over
-HTTP (httpx, keep-alive) and through an in-process :class:`AsyncMemoryGraph` with the same number
+HTTP (aiohttp, keep-alive: a load generator that costs the shared cores as little as it can) and through an in-process :class:`AsyncMemoryGraph` with the same number
 of concurrent tasks, in alternating rounds, so a machine whose load drifts during the run loads
 both paths alike. Reported: requests per second and p50/p99 latency of each, and the p50 overhead
 of the service. The tenant and the key are removed afterwards.
@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 
 from sgam.api import AsyncMemoryGraph, MemoryGraph
@@ -63,23 +64,32 @@ def _arguments(operation: str, subject: str) -> dict[str, Any]:
 Call = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
-async def _load(call: Call, operation: str, plan: list[str], clients: int) -> tuple[list[float], float]:
-    """The latency of each request of ``plan`` shared by ``clients``, and the time of them all."""
+async def _load(call: Call, operation: str, plan: list[str], clients: int,
+                rate: float | None = None) -> tuple[list[float], float]:
+    """The latency of each request of ``plan`` shared by ``clients``, and the time of them all.
+
+    Without ``rate`` each client sends its next request as soon as it has the answer (a closed
+    loop: the machine runs flat out). With ``rate`` the clients together send ``rate`` requests a
+    second, each on its own schedule, and a request's latency counts from the moment it was due,
+    so a request held up behind a slow one is charged for the wait (no coordinated omission)."""
     latencies: list[float] = []
-
-    async def client(share: list[str]) -> None:
-        for subject in share:
-            began = time.perf_counter()
-            await call(operation, _arguments(operation, subject))
-            latencies.append(time.perf_counter() - began)
-
     began = time.perf_counter()
-    await asyncio.gather(*(client(plan[i::clients]) for i in range(clients)))
+
+    async def client(index: int, share: list[str]) -> None:
+        interval = clients / rate if rate else 0.0
+        for k, subject in enumerate(share):
+            due = began + interval * (k + index / clients) if rate else time.perf_counter()
+            if rate:
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            await call(operation, _arguments(operation, subject))
+            latencies.append(time.perf_counter() - due)
+
+    await asyncio.gather(*(client(i, plan[i::clients]) for i in range(clients)))
     return latencies, time.perf_counter() - began
 
 
 async def _compare(ways: dict[str, Call], operation: str, names: list[str], clients: int,
-                   requests: int) -> dict[str, dict[str, float]]:
+                   requests: int, rate: float | None = None) -> dict[str, dict[str, float]]:
     """Each way warmed up, then ``ROUNDS`` rounds of ``requests / ROUNDS`` requests of each way in turn."""
     rng = random.Random(7)
     for call in ways.values():
@@ -89,7 +99,7 @@ async def _compare(ways: dict[str, Call], operation: str, names: list[str], clie
     for _ in range(ROUNDS):
         plan = [rng.choice(names) for _ in range(max(clients, requests // ROUNDS))]
         for way, call in ways.items():
-            took, seconds = await _load(call, operation, plan, clients)
+            took, seconds = await _load(call, operation, plan, clients, rate)
             latencies[way] += took
             elapsed[way] += seconds
     measured = {}
@@ -102,15 +112,16 @@ async def _compare(ways: dict[str, Call], operation: str, names: list[str], clie
 
 
 async def _measure(url: str, key: str, tenant: str, names: list[str], clients: int, requests: int,
-                   operations: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+                   operations: tuple[str, ...], rate: float | None) -> dict[str, dict[str, dict[str, float]]]:
     graph = await AsyncMemoryGraph.connect(bootstrap=False)
     try:
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, limits=limits,
-                                     timeout=60) as http:
+        async with aiohttp.ClientSession(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                                         connector=aiohttp.TCPConnector(limit=clients),
+                                         timeout=aiohttp.ClientTimeout(total=60)) as http:
             async def over_http(operation: str, arguments: dict[str, Any]) -> None:
-                response = await http.post(f"/v1/{operation}", json=arguments)
-                response.raise_for_status()
+                async with http.post(f"/v1/{operation}", json=arguments) as response:
+                    await response.read()
+                    response.raise_for_status()
 
             async def in_process(operation: str, arguments: dict[str, Any]) -> None:
                 if operation == "current":
@@ -120,14 +131,14 @@ async def _measure(url: str, key: str, tenant: str, names: list[str], clients: i
                                         principal="agent:bench")
 
             return {operation: await _compare({"http": over_http, "in_process": in_process}, operation,
-                                              names, clients, requests)
+                                              names, clients, requests, rate)
                     for operation in operations}
     finally:
         await graph.close()
 
 
-def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000,
-        operations: tuple[str, ...] = OPERATIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000, workers: int = 1,
+        rate: float | None = None, operations: tuple[str, ...] = OPERATIONS, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Seed, serve, measure both ways, clean up; the measurements."""
     tenant = f"bench-service-{uuid.uuid4().hex[:8]}"
     graph = MemoryGraph.connect()
@@ -136,13 +147,14 @@ def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000,
         names = _seed(graph, tenant, subjects)
         new = create_key(graph.store, tenant, "agent:bench", "read", note="sgam bench service")
         port = _free_port()
-        server = subprocess.Popen([str(Path(sys.executable).with_name("sgam")), "serve", "--port", str(port)],
+        server = subprocess.Popen([str(Path(sys.executable).with_name("sgam")), "serve", "--port", str(port),
+                                   "--workers", str(workers)],
                                   env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             url = f"http://127.0.0.1:{port}"
             _wait(url, server)
             log(f"measuring {requests} requests per operation with {clients} concurrent clients")
-            results = asyncio.run(_measure(url, new.key, tenant, names, clients, requests, operations))
+            results = asyncio.run(_measure(url, new.key, tenant, names, clients, requests, operations, rate))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -151,7 +163,8 @@ def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000,
         # A failed run leaves nothing behind either.
         graph.delete_tenant(tenant)
         graph.close()
-    return {"subjects": subjects, "clients": clients, "requests": requests, "results": results}
+    return {"tenant": tenant, "subjects": subjects, "clients": clients, "requests": requests, "workers": workers,
+            "rate": rate, "results": results}
 
 
 def _wait(url: str, server: subprocess.Popen[bytes]) -> None:
@@ -170,7 +183,8 @@ def _wait(url: str, server: subprocess.Popen[bytes]) -> None:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"{result['clients']} concurrent clients, {result['requests']} requests per row, "
-             f"{result['subjects']} subjects", "",
+             f"{result['subjects']} subjects, {result.get('workers', 1)} server worker(s), "
+             + (f"paced at {result['rate']:g} requests/s" if result.get("rate") else "flat out"), "",
              "| operation | path | requests/s | p50 ms | p99 ms |", "|---|---|---|---|---|"]
     for operation, ways in result["results"].items():
         for way, m in ways.items():

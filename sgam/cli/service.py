@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from typing import Any
 
 import typer
@@ -105,13 +104,17 @@ def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (sgam keys 
 @friendly
 def serve(host: str = typer.Option("127.0.0.1", "--host", help="Address to bind"),
           port: int = typer.Option(8080, "--port", help="Port to bind"),
+          workers: int = typer.Option(None, "--workers", min=1, max=64,
+                                      help="Worker processes, one event loop each (default "
+                                           "SGAM_SERVICE_WORKERS or 1); with more than one, /mcp is stateless"),
           schema: str = SchemaOpt) -> None:
     """Run the HTTP API (/v1) and the MCP server (/mcp) with uvicorn."""
-    import uvicorn
+    import os
 
-    from sgam.service.http import create_app
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
     from sgam.service.keys import any_active
-    from sgam.service.operations import Service
 
     if not loopback(host):
         graph = _connect(schema)
@@ -122,17 +125,19 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Address to bind"
                                      "(or bind 127.0.0.1)")
         finally:
             graph.close()
-    settings, limits = Settings(), service_settings()
-
-    async def open_service() -> Service:
-        return await Service.open(settings, load_schema(schema),
-                                  key_cache_seconds=limits.service_key_cache_seconds)
-
-    app_ = create_app(open_service, max_body_bytes=limits.service_max_body_bytes)
+    Settings()
+    load_schema(schema)   # a bad setting or schema is one line here, not a traceback per worker
+    # Each worker reads what it serves from the environment (sgam.service.http.from_environment).
+    os.environ["SGAM_SERVICE_SCHEMA"] = schema
+    if workers is not None:
+        os.environ["SGAM_SERVICE_WORKERS"] = str(workers)
+    limits = service_settings()
     # One line per call from sgam.service (operation, key id, time); no access log, whose
     # lines would add nothing but the client's address.
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s %(message)s")
-    uvicorn.run(app_, host=host, port=port, log_level="info", access_log=False)
+    logs = {**LOGGING_CONFIG, "loggers": {**LOGGING_CONFIG["loggers"],
+                                          "sgam.service": {"handlers": ["default"], "level": "INFO"}}}
+    uvicorn.run("sgam.service.http:from_environment", factory=True, host=host, port=port,
+                workers=limits.service_workers, log_level="info", log_config=logs, access_log=False)
 
 
 @bench_app.command("service")
@@ -142,6 +147,9 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
                   requests: int = typer.Option(2000, min=1, help="Requests per operation and path"),
                   operation: list[str] = typer.Option(["current", "context"], "--operation",
                                                       help="current and/or context (repeatable)"),
+                  workers: int = typer.Option(1, min=1, max=64, help="Worker processes of the server"),
+                  rate: float = typer.Option(None, min=0.1, help="Requests per second of all clients together "
+                                                                 "(default: each client sends as soon as it is answered)"),
                   as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
     """The service's requests/s and p50/p99 of current and context over HTTP, next to in-process."""
     from sgam.bench import service as bench
@@ -149,7 +157,7 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
     unknown = set(operation) - set(bench.OPERATIONS)
     if unknown:
         raise typer.BadParameter(f"--operation must be one of {', '.join(bench.OPERATIONS)}")
-    result = bench.run(subjects=subjects, clients=clients, requests=requests,
+    result = bench.run(subjects=subjects, clients=clients, requests=requests, workers=workers, rate=rate,
                        operations=tuple(dict.fromkeys(operation)), log=lambda line: typer.echo(line, err=True))
     typer.echo(json.dumps(result, indent=2) if as_json else bench.markdown(result))
 

@@ -126,10 +126,30 @@ class McpAuth:
         await self.app(scope, receive, send)
 
 
+def from_environment() -> ASGIApp:
+    """The app each worker of ``sgam serve`` runs: the connection, the schema and the limits come
+    from the environment (``NEO4J_*``, ``SGAM_SERVICE_*``), which the command sets for them."""
+    from sgam.graph.schema import load_schema
+    from sgam.settings import Settings
+
+    from .settings import service_settings
+
+    settings, limits = Settings(), service_settings()
+
+    async def open_service() -> Service:
+        return await Service.open(settings, load_schema(limits.service_schema),
+                                  key_cache_seconds=limits.service_key_cache_seconds)
+
+    return create_app(open_service, max_body_bytes=limits.service_max_body_bytes,
+                      mcp_sessions=limits.service_workers == 1)
+
+
 def create_app(opener: Callable[[], Awaitable[Service]] | None = None, *,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> ASGIApp:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, mcp_sessions: bool = True) -> ASGIApp:
     """The service's ASGI app; when it starts it opens its :class:`Service` with ``opener``
-    (default: connect with the environment's settings and the default schema)."""
+    (default: connect with the environment's settings and the default schema). Without
+    ``mcp_sessions`` every /mcp request stands alone (no ``Mcp-Session-Id``), as it must when
+    several processes serve one port."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 
     state: dict[str, Service] = {}
@@ -139,9 +159,10 @@ def create_app(opener: Callable[[], Awaitable[Service]] | None = None, *,
 
     # Stateful sessions, as MCP clients expect (an Mcp-Session-Id from initialize on, answers and
     # server notifications as SSE, a GET stream, DELETE to end): a session lives in this process,
-    # bound to the key that opened it, and its key is still checked on every request. No
+    # bound to the key that opened it, and its key is still checked on every request. SGAM's tools
+    # keep nothing between calls, so stateless requests lose no feature of theirs. No
     # DNS-rebinding check: a page in a browser has no key to send.
-    sessions = StreamableHTTPSessionManager(app=build_server(current),
+    sessions = StreamableHTTPSessionManager(app=build_server(current), stateless=not mcp_sessions,
                                             session_idle_timeout=MCP_SESSION_IDLE_SECONDS)
 
     @asynccontextmanager

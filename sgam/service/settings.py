@@ -21,6 +21,11 @@ class ServiceSettings(BaseSettings):
     # How long `sgam serve` trusts a key it found valid before it asks the store again (0: ask on
     # every request); a revoked key keeps working for at most this long.
     service_key_cache_seconds: float = Field(default=5.0, ge=0, le=3600)
+    # What `sgam serve` hands its worker processes (a worker is started fresh and reads them here).
+    service_schema: str = "default"
+    # Worker processes of `sgam serve`: one event loop each. With more than one, /mcp is stateless
+    # (a session would live in one process while its requests are spread over all of them).
+    service_workers: int = Field(default=1, ge=1, le=64)
 
 
 def service_settings() -> ServiceSettings:

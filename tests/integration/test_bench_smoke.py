@@ -68,3 +68,37 @@ def test_generator_is_deterministic() -> None:
     strip = lambda w: [d.model_dump(exclude={"tenant_id"}) for d in w.deltas]  # noqa: E731
     assert strip(first) == strip(second)
     assert first.ops == second.ops
+
+
+def test_service_bench_measures_both_paths_and_leaves_nothing(neo4j_connection: tuple[str, tuple[str, str]],
+                                                              monkeypatch) -> None:
+    """``sgam bench service`` at a tiny size, flat out with one worker and paced with two: every
+    number present, and its tenant and key gone afterwards."""
+    from sgam.api import MemoryGraph
+    from sgam.bench import service
+    from sgam.service.keys import list_keys
+
+    uri, (user, password) = neo4j_connection
+    for name, value in (("NEO4J_URI", uri), ("NEO4J_USER", user), ("NEO4J_PASSWORD", password)):
+        monkeypatch.setenv(name, value)
+    graph = MemoryGraph.connect(uri, (user, password))
+    try:
+        active_before = {k["id"] for k in list_keys(graph.store) if k["revoked_at"] is None}
+        for workers, rate in ((1, None), (2, 40.0)):
+            result = service.run(subjects=6, clients=3, requests=15, workers=workers, rate=rate,
+                                 operations=("current",), log=lambda line: None)
+            ways = result["results"]["current"]
+            for way in ("http", "in_process"):
+                assert ways[way]["requests"] == 15
+                assert _positive(ways[way]["p50_ms"]) and _positive(ways[way]["rps"])
+                assert ways[way]["p99_ms"] >= ways[way]["p50_ms"]
+            table = service.markdown(result)
+            assert "p50 overhead of the service for current" in table
+            assert ("paced at 40 requests/s" in table) == (rate is not None)
+            # What stays is the deletion's own record and the revoked key: audit, no memory.
+            left = graph.store.read("MATCH (n {tenant_id: $tenant}) UNWIND labels(n) AS label "
+                                    "RETURN collect(DISTINCT label) AS labels", {"tenant": result["tenant"]})
+            assert set(left[0]["labels"]) <= {"Deletion", "ApiKey"}
+        assert {k["id"] for k in list_keys(graph.store) if k["revoked_at"] is None} <= active_before
+    finally:
+        graph.close()

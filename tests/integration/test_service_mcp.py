@@ -21,7 +21,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from sgam.service.requests import OPERATIONS
 
-from .service_server import SEED, SGAM, Keys, Server, keys, server, server_env  # noqa: F401 (the shared fixtures)
+from .service_server import SEED, SGAM, Keys, Server, keys, server, server_env, start  # noqa: F401 (the shared fixtures)
 
 
 def over_stdio(connection: tuple[str, tuple[str, str]], key: str) -> AbstractAsyncContextManager[Any]:
@@ -141,3 +141,25 @@ def test_a_session_belongs_to_the_key_that_opened_it_until_it_is_deleted(server:
         assert http.post("/mcp", json=listing, headers=headers(keys.reader)).status_code == 400
         assert http.delete("/mcp", headers=headers(keys.reader, session)).status_code == 200
         assert http.post("/mcp", json=listing, headers=headers(keys.reader, session)).status_code == 404
+
+
+def test_several_workers_serve_the_api_and_a_stateless_mcp(neo4j_connection: tuple[str, tuple[str, str]],
+                                                          keys: Keys) -> None:
+    """Two worker processes on one port: the MCP story holds with no session kept between
+    requests, and /v1 answers every request, each on a fresh connection (so the kernel spreads
+    them over both processes), under the tenant of its key."""
+    for workers in start(neo4j_connection, "--workers", "2"):
+        children = subprocess.run(["pgrep", "-P", str(workers.process.pid)], capture_output=True, text=True)
+        assert len(children.stdout.split()) >= 2, children
+        check(asyncio.run(story(over_http(workers, keys.writer), "mira-workers")))
+        for _ in range(20):
+            response = httpx.post(f"{workers.url}/v1/current", json={"subject": "mira-workers",
+                                                                     "attribute": "passport_deadline"},
+                                  headers={"Authorization": f"Bearer {keys.reader}"})
+            assert [f["value"] for f in response.json()["facts"]] == ["2026-06-30"], response.text
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}
+        opened = httpx.post(f"{workers.url}/mcp", json=initialize, headers={
+            "Authorization": f"Bearer {keys.reader}", "Accept": "application/json, text/event-stream"})
+        assert opened.status_code == 200 and "mcp-session-id" not in opened.headers

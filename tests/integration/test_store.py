@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from neo4j import exceptions as neo4j_errors
 
-from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, ProvisioningError, SgamError
+from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, ProvisioningError, SgamError, StoreUnavailable
 from sgam.graph.ddl import bootstrap_op
 from sgam.graph.schema import default_schema
 from sgam.queries import load_queries
@@ -182,6 +185,101 @@ def test_reads_run_in_read_access_mode(graph: MemoryGraph) -> None:
     with pytest.raises(SgamError, match="(?i)write"):
         graph.store.read("CREATE (n:ShouldNotExist) RETURN n", {})
     assert graph.store.read("MATCH (n:ShouldNotExist) RETURN count(n) AS n", {})[0]["n"] == 0
+
+
+class _Flaky:
+    """The driver's real sessions, the first ``failures`` of whose statements fail with ``error``
+    before they reach the server (a leader switch, a dropped connection)."""
+
+    def __init__(self, session: Any, failures: int, error: Exception) -> None:
+        self.session, self.failures, self.error, self.opened = session, failures, error, 0
+
+    def __call__(self, **options: Any) -> Any:
+        self.opened += 1
+        real, flaky = self.session(**options), self
+
+        class Session:
+            def __enter__(self) -> Any:
+                real.__enter__()
+                return self
+
+            def __exit__(self, *exc: Any) -> Any:
+                return real.__exit__(*exc)
+
+            def run(self, *args: Any, **kwargs: Any) -> Any:
+                if flaky.failures:
+                    flaky.failures -= 1
+                    raise flaky.error
+                return real.run(*args, **kwargs)
+
+        return Session()
+
+
+def _city(graph: MemoryGraph, tenant: str) -> list[str]:
+    return [f.value for f in graph.current(tenant, "mira", "home_city")]
+
+
+def test_a_read_that_meets_a_transient_error_is_run_again_whole(graph: MemoryGraph, tenant: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    graph.record_episode(tenant_id=tenant, id="e1", content="Mira lives in Porto", occurred_at=day(0))
+    graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Porto", valid_from=day(0),
+                source_episode_id="e1")
+    flaky = _Flaky(graph.store.driver.session, 2, neo4j_errors.SessionExpired("the leader moved"))
+    monkeypatch.setattr(graph.store.driver, "session", flaky)
+    assert _city(graph, tenant) == ["Porto"]
+    assert flaky.opened == 3 and flaky.failures == 0
+
+
+def test_an_async_read_that_meets_a_transient_error_is_run_again_whole(neo4j_connection, tenant: str) -> None:
+    uri, auth = neo4j_connection
+
+    async def scenario() -> tuple[list[str], int]:
+        async with await AsyncMemoryGraph.connect(uri, auth, schema=default_schema()) as graph:
+            await graph.record_episode(tenant_id=tenant, id="e1", content="Mira lives in Faro", occurred_at=day(0))
+            await graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Faro",
+                              valid_from=day(0), source_episode_id="e1")
+            real, opened, failures = graph.store.driver.session, [], [2]
+
+            def session(**options: Any) -> Any:
+                opened.append(options)
+                inner = real(**options)
+
+                class Session:
+                    async def __aenter__(self) -> Any:
+                        await inner.__aenter__()
+                        return self
+
+                    async def __aexit__(self, *exc: Any) -> Any:
+                        return await inner.__aexit__(*exc)
+
+                    async def run(self, *args: Any, **kwargs: Any) -> Any:
+                        if failures[0]:
+                            failures[0] -= 1
+                            raise neo4j_errors.SessionExpired("the leader moved")
+                        return await inner.run(*args, **kwargs)
+
+                return Session()
+
+            graph.store.driver.session = session
+            return [f.value for f in await graph.current(tenant, "mira", "home_city")], len(opened)
+
+    assert asyncio.run(scenario()) == (["Faro"], 3)
+
+
+def test_a_read_gives_up_after_retry_seconds_and_never_retries_a_caller_error(
+        graph: MemoryGraph, tenant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graph.store, "retry_seconds", 0.5)
+    flaky = _Flaky(graph.store.driver.session, 10**6, neo4j_errors.ServiceUnavailable("no server answers"))
+    monkeypatch.setattr(graph.store.driver, "session", flaky)
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        _city(graph, tenant)
+    assert 0.4 < time.monotonic() - began < 3 and 2 <= flaky.opened <= 8
+    refused = _Flaky(graph.store.driver.session.session, 1, neo4j_errors.ClientError("a caller's mistake"))
+    monkeypatch.setattr(graph.store.driver, "session", refused)
+    with pytest.raises(SgamError):
+        _city(graph, tenant)
+    assert refused.opened == 1
 
 
 def test_bootstrap_is_recorded_and_idempotent(graph: MemoryGraph) -> None:
