@@ -55,6 +55,21 @@ def test_the_openapi_document_lists_every_operation(server: Server) -> None:
     remember = document["paths"]["/v1/remember"]["post"]
     assert remember["requestBody"]["required"] is True
 
+    def refs(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            return ([node["$ref"]] if "$ref" in node else []) + [r for v in node.values() for r in refs(v)]
+        return [r for v in node for r in refs(v)] if isinstance(node, list) else []
+
+    # Every reference resolves inside the document, and each body is its operation's model.
+    schemas = document["components"]["schemas"]
+    assert refs(document) and all(r.startswith("#/components/schemas/") and r.rsplit("/", 1)[1] in schemas
+                                  for r in refs(document))
+    for op in OPERATIONS:
+        post = document["paths"][f"/v1/{op.path}"]["post"]
+        body = post["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        assert set(schemas[body]["properties"]) == set(op.model.model_fields)
+        assert post["security"] and any(p["name"] == "X-SGAM-Bookmarks" for p in post["parameters"])
+
 
 def test_the_seed_story_current_as_of_history_provenance_context(server: Server, keys: Keys,
                                                                   seeded: list[dict[str, Any]]) -> None:
