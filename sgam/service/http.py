@@ -5,9 +5,10 @@ Every request names its key as ``Authorization: Bearer <key>``. The key is check
 scope, then the body, and only then does anything run: a refused request writes nothing. Errors
 are JSON, ``{"error": {"type": ..., "message": ...}}``, with the status of their kind.
 
-Causal consistency across requests (and services): every answer carries the graph's bookmarks in
-``X-SGAM-Bookmarks`` (comma-separated); a request that sends them back in the same header sees
-every write made before they were given, even on a cluster secondary that has not caught up.
+Causal consistency across requests (and services): every answer carries the bookmarks of the
+store its key's tenant lives on in ``X-SGAM-Bookmarks`` (comma-separated); a request that sends
+them back in the same header sees every write made before they were given, even on a cluster
+secondary that has not caught up.
 """
 
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -216,13 +217,14 @@ def _add_route(app: FastAPI, operation: Operation, service: Any) -> None:
             if "json" in headers.get("content-type", ""):
                 raise
             raise InvalidDelta(f"{exc}{JSON_HINT}") from None
-        graph = service().graph
+        # Bookmarks name transactions of one server: those of the store the key's tenant lives on.
+        store = await service().graph.targets.of([identity.tenant])
         bookmarks = headers.get(BOOKMARKS_HEADER)
         if bookmarks is not None:
-            await graph.catch_up([b.strip() for b in bookmarks.split(",")])
+            await store.catch_up([b.strip() for b in bookmarks.split(",")])
         result = await service().run(identity, operation, arguments)
         return Response(to_json(result), media_type="application/json",
-                        headers={BOOKMARKS_HEADER: ",".join(await graph.bookmarks())})
+                        headers={BOOKMARKS_HEADER: ",".join(await store.bookmarks())})
 
     body = {"required": _required(operation),
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{operation.model.__name__}"}}}}

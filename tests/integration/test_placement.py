@@ -32,7 +32,7 @@ from sgam.graph.errors import InvalidSetting
 from sgam.graph.transfer import PLACED_LABELS
 from sgam.ingest.worker import Worker, WorkerOptions
 from sgam.placement import move_tenant
-from sgam.settings import Placement, Settings, Target, load_placement
+from sgam.settings import Placement, Settings, Target, load_placement, save_placement
 
 pytestmark = pytest.mark.integration
 
@@ -319,3 +319,40 @@ def test_the_tenants_commands(main, servers, passwords, tmp_path: Path, monkeypa
     with MemoryGraph.connect(uri, auth, settings=Settings(placement_file=file)) as graph:
         assert [f.value for f in graph.current(tenant, "mira", "home_city")] == ["Oslo"]
         graph.delete_tenant(tenant)
+
+
+def test_the_service_hands_out_the_bookmarks_of_the_tenants_own_server(main, servers, passwords,
+                                                                      tmp_path: Path) -> None:
+    """A tenant placed on B, written through ``sgam serve``: the answer's bookmarks are B's, so B
+    waits for them and a client that sends them back reads its own write."""
+    from neo4j import Bookmarks
+
+    from sgam.service.keys import create_key, revoke_key
+    from tests.integration.service_server import start
+
+    (uri, auth), b = main, servers[0]
+    tenant = f"pl-{uuid.uuid4().hex[:10]}-s"
+    file = tmp_path / "placement.json"
+    save_placement(file, Placement(tenants={tenant: target(b)}))
+    with MemoryGraph.connect(uri, auth) as graph:
+        key = create_key(graph.store, tenant, "user:mira", "write")
+        try:
+            for server in start(main, SGAM_PLACEMENT_FILE=str(file), **{b[2]: b[1]}):
+                with server.client(key.key) as client:
+                    said = client.post("/v1/remember", json={
+                        "content": "Mira moved to Tromsø.", "occurred_at": "2026-03-01T09:00:00Z",
+                        "deltas": [{"subject": "mira", "attribute": "home_city", "value": "Tromsø"}]})
+                    assert said.status_code == 200, said.text
+                    bookmarks = said.headers["X-SGAM-Bookmarks"].split(",")
+                    read = client.post("/v1/current", json={"subject": "mira"},
+                                       headers={"X-SGAM-Bookmarks": ",".join(bookmarks)})
+                    assert [f["value"] for f in read.json()["facts"]] == ["Tromsø"], read.text
+            with GraphDatabase.driver(b[0], auth=("neo4j", b[1])) as driver, \
+                    driver.session(bookmarks=Bookmarks.from_raw_values(bookmarks)) as session:
+                # B knows these transactions: it answers at once, and holds the write.
+                assert session.run(HOLDS, tenant=tenant).single()[0] > 0
+            assert held(uri, auth, tenant) == 0
+        finally:
+            revoke_key(graph.store, key.identity.key_id)
+            with MemoryGraph.connect(uri, auth, settings=Settings(placement_file=file)) as placed:
+                placed.delete_tenant(tenant)
