@@ -267,6 +267,7 @@ class Prepared:
     target_type: str | None
     key: str
     value_key: str = ""
+    value: Any = None  # coerced by the schema
 
 
 def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
@@ -282,13 +283,13 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
         try:
             spec = schema.attribute(delta.attribute)
             subject_type = schema.subject_type_for(delta.attribute, delta.subject_type)
-            vkey = schema.coerce(delta.attribute, delta.value)[1] if delta.value is not None else ""
+            value, vkey = schema.coerce(delta.attribute, delta.value) if delta.value is not None else (None, "")
             target_type = spec.target if spec.value_type == "entity" else None
             replaces = schema.coerce(delta.attribute, delta.replaces)[1] if delta.replaces is not None else ""
             if delta.subject_name is not None:
                 _check_name(delta.subject_name)
             ready.append(Prepared(index, delta, subject_type, target_type,
-                                   delta_key(delta, vkey, replaces), vkey))
+                                   delta_key(delta, vkey, replaces), vkey, value))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
     return ready, rejected
@@ -582,7 +583,7 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, ment
             locked.node_ids[("Entity", tenant, subject)] = record["eid"]
             locked.applied.update(k for keys in record["applied"] for k in keys or ())
             for attribute, entries, updated in record["ledgers"]:
-                points = [Point.from_json(e) for e in entries or ()]
+                points = Point.many_from_json(entries or ())
                 locked.points[(tenant, subject, attribute)] = points
                 locked.applied.update(k for p in points for k in p.supporting_keys)
                 if updated is not None:
@@ -678,7 +679,8 @@ def _reconcile_one(item: Prepared, locked: _Locked, schema: Schema, now: datetim
     rows = slots.get(delta.key, [])
     try:
         plan = reconcile(rows, delta, schema, now, statements=locked.points.get(delta.key),
-                         applied=locked.applied, applied_only=True, max_future=max_future)
+                         applied=locked.applied, applied_only=True, max_future=max_future,
+                         prepared=(item.value, item.value_key, item.key))
     except SgamError as exc:
         return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
     # ``locked.applied`` stays the set of every key the slot's rows and statements carry.
