@@ -231,6 +231,17 @@ SET f = props {.*, %s}
 RETURN r.tenant_id AS tenant_id, r.target AS id, elementId(t) AS eid
 """ % _AS_DATETIME
 
+# Relation facts whose target the lock step locked (so it exists, and its element id is known):
+# no MERGE of the target, which also spared the plan its eager barriers.
+CREATE_RELATION_FACTS_TO = """
+UNWIND $rows AS r
+MATCH (e:Entity) WHERE elementId(e) = r.eid
+MATCH (t:Entity) WHERE elementId(t) = r.target_eid
+WITH e, t, r, r.props AS props
+CREATE (e)-[f:$(r.rel_type)]->(t)
+SET f = props {.*, %s}
+""" % _AS_DATETIME
+
 # An episode that states a private fact holds its text: only the fact's readers may see it too.
 RESTRICT_EPISODES = """
 UNWIND $episodes AS r
@@ -766,8 +777,21 @@ def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Sch
     if rows.attributes:
         yield Statement(CREATE_ATTRIBUTE_FACTS, {"rows": rows.attributes})
     if rows.relations:
-        targets = yield Statement(CREATE_RELATION_FACTS, {"rows": rows.relations, "now": now})
-        locked.node_ids.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in targets)
+        ids = locked.node_ids
+        to_known: list[dict[str, Any]] = []
+        to_merge: list[dict[str, Any]] = []
+        for r in rows.relations:
+            eid = ids.get(("Entity", r["tenant_id"], r["target"])) or locked.targets.get((r["tenant_id"], r["target"]))
+            if eid is None:
+                to_merge.append(r)
+            else:
+                to_known.append({**r, "target_eid": eid})
+                ids[("Entity", r["tenant_id"], r["target"])] = eid
+        if to_known:
+            yield Statement(CREATE_RELATION_FACTS_TO, {"rows": to_known})
+        if to_merge:
+            targets = yield Statement(CREATE_RELATION_FACTS, {"rows": to_merge, "now": now})
+            ids.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in targets)
 
     restricted = _private_episodes(prepared, schema)
     if restricted:
