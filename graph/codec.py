@@ -29,9 +29,17 @@ def storable(props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | Non
     """
     out: dict[str, Any] = {}
     instants: dict[str, str | None] = {}
+    # A row's instants often repeat one datetime (recorded_at, last_confirmed_at): converted once.
+    done: dict[datetime, str] = {}
     for key, value in props.items():
         if key in _INSTANT_KEYS:
-            instants[key] = None if value is None else value.astimezone(timezone.utc).isoformat()
+            if value is None:
+                instants[key] = None
+            else:
+                text = done.get(value)
+                if text is None:
+                    text = done[value] = value.astimezone(timezone.utc).isoformat()
+                instants[key] = text
         elif value is None or type(value) in _PLAIN:
             out[key] = value
         elif isinstance(value, Enum):
@@ -46,7 +54,7 @@ def storable(props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | Non
 
 
 _INSTANT_KEYS = frozenset(INSTANTS)
-_PLAIN = (str, int, float, bool, list, date)
+_PLAIN = frozenset((str, int, float, bool, list, date))
 
 
 def fact_from_properties(props: dict[str, Any]) -> Fact:

@@ -71,6 +71,8 @@ _ASSERT, _CORRECT, _RETRACT = Op.ASSERT.value, Op.CORRECT.value, Op.RETRACT.valu
 _NEVER = datetime.min.replace(tzinfo=timezone.utc)
 # A confirm is a statement of a ``disagreement: candidate`` slot (kept, never a change point).
 _CONFIRM = Op.CONFIRM.value
+# One encoder for every ledger entry: ``json.dumps`` with options builds a new one per call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__
@@ -116,11 +118,19 @@ class Point:
                     "eps": list(self.episodes), "keys": list(self.keys),
                     "cb": self.confirmed_by, "cbe": self.confirmed_by_episode_id}
         entry.update((k, v) for k, v in optional.items() if v not in (None, "", []))
-        return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+        return _ENCODE(entry)
 
     @classmethod
     def from_json(cls, text: str) -> Point:
-        e = json.loads(text)
+        return cls.from_entry(json.loads(text))
+
+    @classmethod
+    def many_from_json(cls, texts: Sequence[str]) -> list[Point]:
+        """A ledger's entries, decoded in one pass (a write reads thousands of them per batch)."""
+        return [cls.from_entry(e) for e in json.loads("[" + ",".join(texts) + "]")] if texts else []
+
+    @classmethod
+    def from_entry(cls, e: dict[str, Any]) -> Point:
         return cls(
             at=datetime.fromisoformat(e["at"]), op=e["op"], value=e.get("v"), value_key=e["k"],
             key=e["id"], episode=e["ep"], asserted_by=e["by"], confidence=e["c"],
@@ -515,6 +525,7 @@ def reconcile(
     applied: Collection[str] = frozenset(),
     applied_only: bool = False,
     max_future: timedelta = DEFAULT_MAX_FUTURE,
+    prepared: tuple[Any, str, str] | None = None,
 ) -> WritePlan:
     """Plan the effect of ``delta`` on its slot.
 
@@ -526,16 +537,18 @@ def reconcile(
     ``statements`` carry it. ``applied`` holds idempotency keys stored elsewhere, so a replayed
     delta is recognised; ``applied_only`` says it holds those of ``existing`` and ``statements``
     too. ``max_future``: the horizon for ``valid_from`` (the attribute's ``max_future_days``
-    wins). Raises :class:`InvalidDelta`, :class:`Conflict` or
+    wins). ``prepared``: the delta's coerced value, value key and :func:`delta_key`, when the
+    caller has them already (``writes.prepare`` does). Raises :class:`InvalidDelta`, :class:`Conflict` or
     :class:`~sgam.graph.errors.SchemaViolation` for a write that must not happen; a ``confirm``
     may also raise :class:`NotAllowed` or :class:`NotFound`.
     """
     now = require_aware(now, "now")
     spec = schema.attribute(delta.attribute)
-    value, vkey = _checked_value(delta, schema)
+    value, vkey = prepared[:2] if prepared is not None and delta.value is not None \
+        else _checked_value(delta, schema)
     replaces, replaces_key = _checked_replaces(delta, schema, spec, vkey)
     _check_horizon(delta, spec, now, max_future)
-    key = delta_key(delta, vkey, replaces_key)
+    key = prepared[2] if prepared is not None else delta_key(delta, vkey, replaces_key)
     base = WritePlan(
         tenant_id=delta.tenant_id, subject=delta.subject, attribute=delta.attribute,
         rel_type=schema.rel_type(delta.attribute),
@@ -656,7 +669,6 @@ class _Slot:
         held = self.holding(point.value_key, point.at)
         if after is None:
             after = self._after(point, held)
-        base = replace(self.base, statements=(*self.seeded, point))
         by_interval = {(r.valid_from, r.valid_to, r.value_key): r for r in self.rows}
         kept: dict[tuple[Any, ...], str] = {}
         for run in after:
@@ -667,7 +679,8 @@ class _Slot:
                        if (r.valid_from, r.valid_to, r.value_key) not in kept)
         support = tuple(
             kept[(run.start, run.end, run.value_key)] for run in after
-            if (run.start, run.end, run.value_key) in kept and point in run.support
+            # by identity: the derivation carries the point itself (equality compares every field)
+            if (run.start, run.end, run.value_key) in kept and any(p is point for p in run.support)
         )
         create = []
         ids: dict[tuple[Any, ...], str] = dict(kept)
@@ -681,8 +694,8 @@ class _Slot:
         changed = bool(expire or create)
         if outcome is None:
             outcome = self._outcome(point, held, changed, bool(support))
-        return replace(base, outcome=outcome, expire=expire, create=tuple(create), support=support,
-                       message=self._message(outcome, held))
+        return replace(self.base, outcome=outcome, expire=expire, create=tuple(create), support=support,
+                       statements=(*self.seeded, point), message=self._message(outcome, held))
 
     def _after(self, point: Point, held: Fact | None) -> list[Run]:
         """The runs after adding ``point``.

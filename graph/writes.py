@@ -231,6 +231,17 @@ SET f = props {.*, %s}
 RETURN r.tenant_id AS tenant_id, r.target AS id, elementId(t) AS eid
 """ % _AS_DATETIME
 
+# Relation facts whose target the lock step locked (so it exists, and its element id is known):
+# no MERGE of the target, which also spared the plan its eager barriers.
+CREATE_RELATION_FACTS_TO = """
+UNWIND $rows AS r
+MATCH (e:Entity) WHERE elementId(e) = r.eid
+MATCH (t:Entity) WHERE elementId(t) = r.target_eid
+WITH e, t, r, r.props AS props
+CREATE (e)-[f:$(r.rel_type)]->(t)
+SET f = props {.*, %s}
+""" % _AS_DATETIME
+
 # An episode that states a private fact holds its text: only the fact's readers may see it too.
 RESTRICT_EPISODES = """
 UNWIND $episodes AS r
@@ -267,6 +278,7 @@ class Prepared:
     target_type: str | None
     key: str
     value_key: str = ""
+    value: Any = None  # coerced by the schema
 
 
 def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
@@ -282,13 +294,13 @@ def prepare(deltas: Sequence[MemoryDelta], schema: Schema,
         try:
             spec = schema.attribute(delta.attribute)
             subject_type = schema.subject_type_for(delta.attribute, delta.subject_type)
-            vkey = schema.coerce(delta.attribute, delta.value)[1] if delta.value is not None else ""
+            value, vkey = schema.coerce(delta.attribute, delta.value) if delta.value is not None else (None, "")
             target_type = spec.target if spec.value_type == "entity" else None
             replaces = schema.coerce(delta.attribute, delta.replaces)[1] if delta.replaces is not None else ""
             if delta.subject_name is not None:
                 _check_name(delta.subject_name)
             ready.append(Prepared(index, delta, subject_type, target_type,
-                                   delta_key(delta, vkey, replaces), vkey))
+                                   delta_key(delta, vkey, replaces), vkey, value))
         except SgamError as exc:
             rejected.append(DeltaResult(index, "rejected", error=exc, message=str(exc)))
     return ready, rejected
@@ -582,7 +594,7 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, ment
             locked.node_ids[("Entity", tenant, subject)] = record["eid"]
             locked.applied.update(k for keys in record["applied"] for k in keys or ())
             for attribute, entries, updated in record["ledgers"]:
-                points = [Point.from_json(e) for e in entries or ()]
+                points = Point.many_from_json(entries or ())
                 locked.points[(tenant, subject, attribute)] = points
                 locked.applied.update(k for p in points for k in p.supporting_keys)
                 if updated is not None:
@@ -678,7 +690,8 @@ def _reconcile_one(item: Prepared, locked: _Locked, schema: Schema, now: datetim
     rows = slots.get(delta.key, [])
     try:
         plan = reconcile(rows, delta, schema, now, statements=locked.points.get(delta.key),
-                         applied=locked.applied, applied_only=True, max_future=max_future)
+                         applied=locked.applied, applied_only=True, max_future=max_future,
+                         prepared=(item.value, item.value_key, item.key))
     except SgamError as exc:
         return DeltaResult(item.index, "rejected", error=exc, message=str(exc))
     # ``locked.applied`` stays the set of every key the slot's rows and statements carry.
@@ -764,8 +777,21 @@ def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Sch
     if rows.attributes:
         yield Statement(CREATE_ATTRIBUTE_FACTS, {"rows": rows.attributes})
     if rows.relations:
-        targets = yield Statement(CREATE_RELATION_FACTS, {"rows": rows.relations, "now": now})
-        locked.node_ids.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in targets)
+        ids = locked.node_ids
+        to_known: list[dict[str, Any]] = []
+        to_merge: list[dict[str, Any]] = []
+        for r in rows.relations:
+            eid = ids.get(("Entity", r["tenant_id"], r["target"])) or locked.targets.get((r["tenant_id"], r["target"]))
+            if eid is None:
+                to_merge.append(r)
+            else:
+                to_known.append({**r, "target_eid": eid})
+                ids[("Entity", r["tenant_id"], r["target"])] = eid
+        if to_known:
+            yield Statement(CREATE_RELATION_FACTS_TO, {"rows": to_known})
+        if to_merge:
+            targets = yield Statement(CREATE_RELATION_FACTS, {"rows": to_merge, "now": now})
+            ids.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in targets)
 
     restricted = _private_episodes(prepared, schema)
     if restricted:

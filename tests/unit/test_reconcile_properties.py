@@ -199,3 +199,23 @@ def test_candidate_is_promoted_by_the_nth_distinct_episode_not_by_a_replay():
     [confirmed] = [r for r in rows if r.expired_at is None]
     assert confirmed.status is Status.CONFIRMED and confirmed.valid_from == day(1)
     assert confirmed.support_episodes == ("a", "b", "c") and confirmed.confirmed_by == "recurrence"
+
+
+points = st.builds(
+    Point,
+    at=st.datetimes(timezones=st.just(timezone.utc)),
+    op=st.sampled_from(["assert", "retract", "correct", "confirm"]),
+    value=st.one_of(st.none(), st.text(), st.integers(), st.floats(allow_nan=False)),
+    value_key=st.text(), key=st.text(min_size=1), episode=st.text(), asserted_by=st.text(),
+    confidence=st.floats(0, 1),
+    until=st.one_of(st.none(), st.datetimes(timezones=st.just(timezone.utc))),
+    replaces_key=st.text(), support=st.integers(1, 5),
+    episodes=st.lists(st.text(), max_size=3).map(tuple),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ledger=st.lists(points, max_size=6))
+def test_a_ledger_decoded_in_one_pass_gives_each_entry_as_decoded_alone(ledger):
+    entries = [p.to_json() for p in ledger]
+    assert Point.many_from_json(entries) == [Point.from_json(e) for e in entries] == ledger
