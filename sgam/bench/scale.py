@@ -81,7 +81,8 @@ FACTS_PER_PERSON = 10
 HOT_SHARE, HOT_FACTS = 0.01, 0.15
 COMPANY_SHARE = 0.04  # of the facts, about companies (where they are)
 PERSONS_PER_COMPANY = 20
-CACHE_SLOTS = 20_000  # slot states the generator keeps built (the hot ones); others are rebuilt
+CACHE_SLOTS = 20_000  # slot states with a short history the generator keeps built; others are rebuilt
+KEEP_HISTORY = 16  # a slot with this many deltas stays built, so a rebuild replays fewer
 ACTORS = (("user:self", EpisodeKind.MESSAGE), ("agent:support", EpisodeKind.MESSAGE),
           ("tool:crm", EpisodeKind.TOOL_RESULT))
 OPERATIONS = ("current", "as_of", "history", "traverse", "context")
@@ -371,8 +372,9 @@ class Stream:
     believed value at an instant (a :class:`_LiveSlot` each, kept delta by delta, so a delta costs
     the same however long its slot's history; :meth:`model` answers with the oracle itself): the
     slots in use are kept in a bounded LRU cache and any other is rebuilt from its deltas
-    (following the previous-delta links), so the generated data are what the list-keeping version
-    generated, seed for seed.
+    (following the previous-delta links), except those of ``KEEP_HISTORY`` deltas or more, which
+    stay built: so a rebuild replays fewer than ``KEEP_HISTORY`` deltas, and the generated data
+    are what the list-keeping version generated, seed for seed.
     """
 
     def __init__(self, seed: int, final_size: int, tenant: str = "bench-scale",
@@ -406,6 +408,7 @@ class Stream:
         self._person_last, self._person_count = array("i"), array("i")
         self._company_last, self._company_count = array("i"), array("i")
         self._cache: OrderedDict[int, _LiveSlot] = OrderedDict()
+        self._kept: dict[int, _LiveSlot] = {}  # slots of KEEP_HISTORY deltas or more
         self._cache_slots = cache_slots
 
     @staticmethod
@@ -488,13 +491,23 @@ class Stream:
         return state
 
     def _live(self, slot: int, attribute: int) -> _LiveSlot:
+        state = self._kept.get(slot)
+        if state is not None:
+            return state
         state = self._cache.get(slot)
         if state is not None:
-            self._cache.move_to_end(slot)
+            if len(state.indices) >= KEEP_HISTORY:
+                self._kept[slot] = self._cache.pop(slot)
+            else:
+                self._cache.move_to_end(slot)
             return state
-        state = self._cache[slot] = _LiveSlot(self._many[attribute], lambda code: self.value_key(attribute, code))
+        state = _LiveSlot(self._many[attribute], lambda code: self.value_key(attribute, code))
         for index in self._indices(slot):
             state.apply(self, index)
+        if len(state.indices) >= KEEP_HISTORY:
+            self._kept[slot] = state
+            return state
+        self._cache[slot] = state
         if len(self._cache) > self._cache_slots:
             self._cache.popitem(last=False)
         return state
