@@ -50,6 +50,7 @@ import secrets
 import sys
 import time
 from array import array
+from bisect import bisect_left, insort
 from contextlib import contextmanager
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -64,6 +65,7 @@ from sgam.bench.common import (
     neo4j_info, observed_keys, package_version, raw_write, write_tenant_cleanup,
 )
 from sgam.bench.workload import CITIES, EPOCH, HORIZON, MANY_OPS, ONE_OPS, Values, choose
+from sgam.graph.errors import InvalidDelta
 from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta, Op
 from sgam.graph.schema import Schema
 from sgam.ingest.graphiti.env import GraphitiUnavailable
@@ -79,7 +81,8 @@ FACTS_PER_PERSON = 10
 HOT_SHARE, HOT_FACTS = 0.01, 0.15
 COMPANY_SHARE = 0.04  # of the facts, about companies (where they are)
 PERSONS_PER_COMPANY = 20
-CACHE_SLOTS = 20_000  # slot states the generator keeps built (the hot ones); others are rebuilt
+CACHE_SLOTS = 20_000  # slot states with a short history the generator keeps built; others are rebuilt
+KEEP_HISTORY = 16  # a slot with this many deltas stays built, so a rebuild replays fewer
 ACTORS = (("user:self", EpisodeKind.MESSAGE), ("agent:support", EpisodeKind.MESSAGE),
           ("tool:crm", EpisodeKind.TOOL_RESULT))
 OPERATIONS = ("current", "as_of", "history", "traverse", "context")
@@ -215,16 +218,14 @@ class _SlotState:
 
     An :class:`sgam.bench.oracle.Slot` with value codes for values and episode numbers for episode ids
     (each a one-to-one renaming, so the same decisions); a code's value key is looked up only when
-    the same-instant rule needs it. ``indices`` are the slot's deltas in arrival order (positions in
-    the stream).
+    the same-instant rule needs it.
     """
 
-    __slots__ = ("many", "model", "indices")
+    __slots__ = ("many", "model")
 
     def __init__(self, many: bool, canonical: oracle.Canonical) -> None:
         self.many = many
         self.model = oracle.Slot(many=many, canonical=canonical)
-        self.indices: list[int] = []
 
     def apply(self, stream: Stream, index: int) -> None:
         op, code = OPS[stream._op[index]].value, stream._value[index]
@@ -232,11 +233,88 @@ class _SlotState:
         self.model.apply(oracle.Statement(
             op, code or None, EPOCH + stream._valid_from[index] * _SECOND, episode=str(stream._episode[index]),
             confidence=stream._confidence[index] / 100), EPOCH)
-        self.indices.append(index)
 
     def held(self, instant: datetime) -> Any:
         """The value code (a frozenset of member codes, for a set) at ``instant``."""
         return self.model.value_at(instant)
+
+
+_OP_RANK = tuple(oracle.OP_RANK[op.value] for op in OPS)  # stream op code -> same-instant rank
+_ASSERT_CODE, _RETRACT_CODE, _CORRECT_CODE = range(3)  # positions in OPS
+_INSTANT = 1 << 14  # a point's order number: (valid_from * 128 + op rank) * 128 + confidence in hundredths
+
+
+class _LiveSlot:
+    """What the generator asks of a slot, kept up to date delta by delta: its deltas in arrival
+    order (``indices``) and the value code (for a set, the member codes) believed at an instant.
+
+    The oracle (:class:`_SlotState`) derives the whole timeline again after each delta, so a hot
+    slot cost more with every delta; here a delta is one insertion into the slot's points sorted
+    by the oracle's same-instant rule, and a lookup a bisection. It answers for what the stream
+    makes: statements without ``valid_to`` or ``replaces``, latest-wins, no gate, a single value's
+    retract without a value. There the sweep of ``oracle.believed`` comes down to this: a retract
+    ends what holds, an assert sets a value, a correct rewrites the value of the change point in
+    force (or sets one where nothing holds); so the value at ``x`` is that of the last point at or
+    before ``x``, rewritten by the corrects that follow it in a row. A member holds at ``x`` when its
+    last point at or before ``x`` (by instant, then retract < assert < correct) is not a retract.
+    tests/unit/test_bench_scale_stream.py checks it against the oracle on random statements.
+    """
+
+    __slots__ = ("many", "indices", "_points", "_members", "_canonical")
+
+    def __init__(self, many: bool, canonical: oracle.Canonical) -> None:
+        self.many, self._canonical = many, canonical
+        self.indices: list[int] = []
+        self._points: list[tuple[int, int, int, int]] = []  # (order number, code, episode, op), sorted
+        self._members: dict[int, list[int]] = {}  # member code -> sorted valid_from * 4 + op rank
+
+    def apply(self, stream: Stream, index: int) -> None:
+        self.indices.append(index)
+        op, code, instant = stream._op[index], stream._value[index], stream._valid_from[index]
+        if self.many:
+            insort(self._members.setdefault(code, []), instant * 4 + _OP_RANK[op])
+            return
+        if op == _RETRACT_CODE and code != NO_VALUE:
+            raise InvalidDelta("scale stream: the generator's slot state takes a single value's retract "
+                               "without a value only (use oracle.Slot for a retract naming one)")
+        self._insert(op, code, instant, stream._episode[index], stream._confidence[index])
+
+    def _insert(self, op: int, code: int, instant: int, episode: int, confidence: int) -> None:
+        points = self._points
+        lo = bisect_left(points, (instant * _INSTANT,))
+        hi = bisect_left(points, ((instant + 1) * _INSTANT,), lo)
+        for _, other, other_episode, other_op in points[lo:hi]:
+            if other_op == op and other == code and other_episode == episode:
+                return  # the same statement again (idempotency key): the first one counts
+        number = (instant * 128 + _OP_RANK[op]) * 128 + confidence
+        at = bisect_left(points, (number,), lo, hi)
+        end = bisect_left(points, (number + 1,), at, hi)
+        if at < end:  # op and confidence tie: canonical value, then episode id, as oracle._Tie
+            mine = self._tie(code, episode)
+            while at < end and self._tie(points[at][1], points[at][2]) < mine:
+                at += 1
+        points.insert(at, (number, code, episode, op))
+
+    def _tie(self, code: int, episode: int) -> tuple[str, str]:
+        return ("" if code == NO_VALUE else self._canonical(code), str(episode))
+
+    def held(self, instant: datetime) -> Any:
+        """The value code (a frozenset of member codes, for a set) at ``instant``."""
+        second = (instant - EPOCH) // _SECOND  # valid_from is in whole seconds
+        if self.many:
+            bound = second * 4 + 4
+            return frozenset(member for member, marks in self._members.items()
+                             if (k := bisect_left(marks, bound)) and marks[k - 1] % 4 != _OP_RANK[_RETRACT_CODE])
+        points = self._points
+        j = bisect_left(points, ((second + 1) * _INSTANT,)) - 1
+        if j < 0 or points[j][3] == _RETRACT_CODE:
+            return None
+        code = points[j][1]
+        for k in range(j + 1, len(points)):
+            if points[k][3] != _CORRECT_CODE:
+                break
+            code = points[k][1]
+        return code
 
 
 class SlotModel:
@@ -291,9 +369,12 @@ class Stream:
     seconds, episode, op, confidence in hundredths, the slot's previous delta), each episode its
     instant and actor, each slot its last delta and count; under 40 bytes a delta. ``MemoryDelta``
     and ``Episode`` models are built only for the range asked for. The generator needs each slot's
-    expected state (an :class:`sgam.bench.oracle.Slot` each): the slots in use are kept in a bounded LRU cache and
-    any other is rebuilt from its deltas (following the previous-delta links), so the generated
-    data are what the list-keeping version generated, seed for seed.
+    believed value at an instant (a :class:`_LiveSlot` each, kept delta by delta, so a delta costs
+    the same however long its slot's history; :meth:`model` answers with the oracle itself): the
+    slots in use are kept in a bounded LRU cache and any other is rebuilt from its deltas
+    (following the previous-delta links), except those of ``KEEP_HISTORY`` deltas or more, which
+    stay built: so a rebuild replays fewer than ``KEEP_HISTORY`` deltas, and the generated data
+    are what the list-keeping version generated, seed for seed.
     """
 
     def __init__(self, seed: int, final_size: int, tenant: str = "bench-scale",
@@ -326,7 +407,8 @@ class Stream:
         # one row per slot: person p's attribute a at p * 8 + a; company c's located_in at c
         self._person_last, self._person_count = array("i"), array("i")
         self._company_last, self._company_count = array("i"), array("i")
-        self._cache: OrderedDict[int, _SlotState] = OrderedDict()
+        self._cache: OrderedDict[int, _LiveSlot] = OrderedDict()
+        self._kept: dict[int, _LiveSlot] = {}  # slots of KEEP_HISTORY deltas or more
         self._cache_slots = cache_slots
 
     @staticmethod
@@ -408,12 +490,24 @@ class Stream:
             state.apply(self, index)
         return state
 
-    def _live(self, slot: int, attribute: int) -> _SlotState:
+    def _live(self, slot: int, attribute: int) -> _LiveSlot:
+        state = self._kept.get(slot)
+        if state is not None:
+            return state
         state = self._cache.get(slot)
         if state is not None:
-            self._cache.move_to_end(slot)
+            if len(state.indices) >= KEEP_HISTORY:
+                self._kept[slot] = self._cache.pop(slot)
+            else:
+                self._cache.move_to_end(slot)
             return state
-        state = self._cache[slot] = self._state(slot, attribute)
+        state = _LiveSlot(self._many[attribute], lambda code: self.value_key(attribute, code))
+        for index in self._indices(slot):
+            state.apply(self, index)
+        if len(state.indices) >= KEEP_HISTORY:
+            self._kept[slot] = state
+            return state
+        self._cache[slot] = state
         if len(self._cache) > self._cache_slots:
             self._cache.popitem(last=False)
         return state
@@ -485,7 +579,7 @@ class Stream:
             state.apply(self, i)
             self.ops[kind] += 1
 
-    def _next(self, state: _SlotState, subject: int, attribute: int,
+    def _next(self, state: _LiveSlot, subject: int, attribute: int,
               base: datetime) -> tuple[str, tuple[int, int, int, int, int]]:
         """The next delta of a slot, as ``sgam.bench._next_delta`` makes it (the same draws, in order)."""
         rng, name = self.rng, ATTRIBUTES[attribute]
@@ -509,8 +603,10 @@ class Stream:
             return "replay", (self._op[j], self._value[j], self._valid_from[j], self._episode[j],
                               self._confidence[j])
         if state.many:
-            values, members = self._value, state.held(base)
-            held = [j for j in state.indices if values[j] != NO_VALUE and values[j] in members]
+            held: list[int] = []
+            if kind in ("retract", "reassert"):
+                values, members = self._value, state.held(base)
+                held = [j for j in state.indices if values[j] != NO_VALUE and values[j] in members]
             if kind == "retract" and held:
                 return "retract", delta(1, values[rng.choice(held)], base)
             if kind == "reassert" and held:

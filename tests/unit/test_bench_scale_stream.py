@@ -1,6 +1,7 @@
 """The scale benchmark's compact stream (no Neo4j): the same data as the list-keeping stream it
 replaced, independent of its slot-state cache, and a correctness model that agrees with
-``sgam.bench.baseline.Slot`` applied to the built ``MemoryDelta`` models.
+``sgam.bench.baseline.Slot`` applied to the built ``MemoryDelta`` models; the generator's incremental
+slot state answers as the oracle's ``Slot``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from sgam.bench import baseline as bench, scale as bench_scale
+from sgam.graph import InvalidDelta
 
 # sha256 over json.dumps(model_dump(mode="json"), sort_keys=True) of each model, in order, as the
 # stream generated them before it was made compact (seed 7, final size 1M: the default run's
@@ -104,3 +106,58 @@ def test_delta_view_builds_the_streams_models_on_access() -> None:
     assert view[-1].model_dump() == built[-1] and view[0] is not view[0]  # a new model each time
     with pytest.raises(IndexError):
         view[150]
+
+
+# Statements as the stream makes them (op code, value code, valid_from in seconds, episode, confidence
+# in hundredths), drawn so that instants, ops and confidences often tie: the same-instant rule then
+# reaches the canonical value, whose order here differs from the codes' (and episode 10 sorts before 9).
+CANONICAL = {1: "str:z", 2: "str:a", 3: "str:m"}
+statements = st.lists(st.tuples(
+    st.sampled_from([0, 0, 1, 2]), st.integers(1, 3), st.integers(0, 4), st.sampled_from([1, 9, 10]),
+    st.sampled_from([60, 90]),
+), max_size=14)
+
+
+class _Rows:
+    """The stream's columns, as much of them as a slot state reads."""
+
+    def __init__(self) -> None:
+        self._op: list[int] = []
+        self._value: list[int] = []
+        self._valid_from: list[int] = []
+        self._episode: list[int] = []
+        self._confidence: list[int] = []
+
+    def add(self, op: int, code: int, valid_from: int, episode: int, confidence: int) -> int:
+        for column, item in zip((self._op, self._value, self._valid_from, self._episode, self._confidence),
+                                (op, code, valid_from, episode, confidence)):
+            column.append(item)
+        return len(self._op) - 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows=statements, many=st.booleans(), data=st.data())
+def test_the_generators_slot_state_is_the_oracles(rows: list, many: bool, data) -> None:
+    """The generator's incremental slot state answers as the oracle's ``Slot`` after every delta
+    (replays included), at every instant, between instants, before the first and after the last."""
+    stream = _Rows()
+    rows = rows + data.draw(st.lists(st.sampled_from(rows), max_size=4)) if rows else rows  # replays
+    live = bench_scale._LiveSlot(many, CANONICAL.__getitem__)
+    reference = bench_scale._SlotState(many, CANONICAL.__getitem__)
+    instants = [bench_scale.EPOCH + timedelta(seconds=s) for s in (-1, 0, 0.5, 1, 2, 2.75, 3, 4, 5)]
+    for op, code, valid_from, episode, confidence in rows:
+        if op == 1 and not many:
+            code = bench_scale.NO_VALUE  # a single value's retract names no value in the stream
+        index = stream.add(op, code, valid_from, episode, confidence)
+        live.apply(stream, index)
+        reference.apply(stream, index)
+        assert live.indices == list(range(index + 1))
+        for instant in instants:
+            assert live.held(instant) == reference.held(instant), (rows, instant)
+
+
+def test_the_generators_slot_state_refuses_what_it_does_not_model() -> None:
+    stream = _Rows()
+    live = bench_scale._LiveSlot(False, CANONICAL.__getitem__)
+    with pytest.raises(InvalidDelta, match="retract without a value"):
+        live.apply(stream, stream.add(1, 2, 0, 1, 60))
