@@ -171,11 +171,11 @@ def approx_tokens(text: str) -> int:
     with digits (dates, hex ids) one per 3 characters; the sum times 1.15, rounded up.
     """
     count = 0
-    for piece in _PIECE.findall(text):
+    for piece in _PIECE.findall(text):   # (n + 5) // 6 is ceil(n / 6), at least 1 for a piece
         if piece.isalpha():
-            count += max(1, math.ceil(len(piece) / 6))
+            count += (len(piece) + 5) // 6
         elif piece[0].isalnum() or piece[0] == "_":
-            count += max(1, math.ceil(len(piece) / 3))
+            count += (len(piece) + 2) // 3
         else:
             count += 1
     return math.ceil(count * 1.15)
@@ -502,7 +502,7 @@ def assemble(*, tenant: str, question: str, as_of: datetime, current: bool,
     omitted = len(evidence) - len(chosen)
     if omitted:
         lines.append(_omitted_note(omitted, budget_tokens))
-    tokens = sum(count_tokens(line) for line in lines)
+    tokens = used + sum(count_tokens(line) for line in lines[len(header) + len(fact_lines):])
     return Context(**base, facts=tuple(exact), evidence=tuple(chosen), omitted=omitted,
                    tokens=tokens, text="\n".join(lines) + "\n", notes=tuple(notes))
 
