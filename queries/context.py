@@ -50,7 +50,7 @@ from .embeddings import (
     embeddings_installed,
     require_embedder,
 )
-from .loader import get_query
+from .loader import FACT_COLUMNS, get_query
 from .temporal import EPSILON, TimeIntent, time_intent
 
 Label = Literal["current", "history", "related"]
@@ -171,11 +171,11 @@ def approx_tokens(text: str) -> int:
     with digits (dates, hex ids) one per 3 characters; the sum times 1.15, rounded up.
     """
     count = 0
-    for piece in _PIECE.findall(text):
+    for piece in _PIECE.findall(text):   # (n + 5) // 6 is ceil(n / 6), at least 1 for a piece
         if piece.isalpha():
-            count += max(1, math.ceil(len(piece) / 6))
+            count += (len(piece) + 5) // 6
         elif piece[0].isalnum() or piece[0] == "_":
-            count += max(1, math.ceil(len(piece) / 3))
+            count += (len(piece) + 2) // 3
         else:
             count += 1
     return math.ceil(count * 1.15)
@@ -502,7 +502,7 @@ def assemble(*, tenant: str, question: str, as_of: datetime, current: bool,
     omitted = len(evidence) - len(chosen)
     if omitted:
         lines.append(_omitted_note(omitted, budget_tokens))
-    tokens = sum(count_tokens(line) for line in lines)
+    tokens = used + sum(count_tokens(line) for line in lines[len(header) + len(fact_lines):])
     return Context(**base, facts=tuple(exact), evidence=tuple(chosen), omitted=omitted,
                    tokens=tokens, text="\n".join(lines) + "\n", notes=tuple(notes))
 
@@ -513,9 +513,9 @@ def _omitted_note(count: int, budget: int) -> str:
 
 # -- the read plan ---------------------------------------------------------------------------
 
-def _named(name: str, **params: Any) -> Read:
+def _named(name: str, columns: tuple[str, ...] | None = None, **params: Any) -> Read:
     query = get_query(name)
-    return Read(query.statement(query.bind(params)))
+    return Read(query.statement(query.bind(params), columns))
 
 
 def _nearest(name: str, k: int, exact_limit: int, **params: Any) -> Operation[tuple[list[Any], str | None]]:
@@ -646,11 +646,11 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     every: list[Fact] = []
     for subject in dict.fromkeys(subject_list):
         if intent.start is not None:
-            rows = yield _named("valid-during", tenant=tenant, subject=subject, attribute=None,
+            rows = yield _named("valid-during", FACT_COLUMNS, tenant=tenant, subject=subject, attribute=None,
                                 valid_from=intent.start, valid_to=intent.end, known_at=None,
                                 principal=principal, memory_types=types)
         else:
-            rows = yield _named("as-of", tenant=tenant, subject=subject, attribute=None,
+            rows = yield _named("as-of", FACT_COLUMNS, tenant=tenant, subject=subject, attribute=None,
                                 valid_at=instant, known_at=None, principal=principal, memory_types=types)
         every += [fact_from_properties(r["fact"]) for r in rows]
     in_play = wanted or attributes_in_play(question, {f.attribute for f in every}) \

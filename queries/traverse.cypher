@@ -17,6 +17,8 @@
 // the path is matched over those facts only. Matching directly expanded every valid relation fact
 // up to six hops deep before the positional check (e.g. 1,909 db hits for one answer at 10k facts,
 // 290k from a subject with a hundred 'knows').
+// The facts' instants are ISO strings, as in every other query's facts: the driver takes about
+// 0.1 ms to convert each typed instant, and a 3-hop path carries a dozen.
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})
 WHERE size($relations) <= 6
 WITH s, reduce(walk = {frontier: [s], hops: []}, relation IN $relations |
@@ -39,5 +41,6 @@ WHERE all(h IN hops WHERE h IN allowed)
   AND all(i IN range(0, size(hops) - 1) WHERE hops[i].attribute = $relations[i])
 RETURN [n IN nodes(path) | n.id] AS entities,
        [n IN nodes(path) | n.type] AS types,
-       [h IN hops | properties(h)] AS facts,
+       [h IN hops | h {.*, valid_from: toString(h.valid_from), valid_to: toString(h.valid_to), recorded_at: toString(h.recorded_at),
+         expired_at: toString(h.expired_at), last_confirmed_at: toString(h.last_confirmed_at)}] AS facts,
        path

@@ -20,6 +20,7 @@ from sgam.graph import evolution
 from sgam.graph.schema import default_schema
 from sgam.graph.writes import lock_and_read_query
 from sgam.integrations import langgraph
+from sgam.queries.loader import FACT_COLUMNS
 from tests.cypher_constants import Constant, discover, statements, templates
 
 CONSTANTS = discover()
@@ -59,7 +60,11 @@ BUILT: dict[str, Callable[[MemoryGraph], list[str]]] = {
         evolution.count_statement(RETYPE, RETYPE.sources[0]).query,
         evolution.values_statement(RETYPE, RETYPE.sources[0]).query,
     ],
-    "sgam.api": lambda graph: [graph._subject_of({"tenant": "t", "memory_id": "m1"})[0]],
+    "sgam.api": lambda graph: [
+        graph._subject_of({"tenant": "t", "memory_id": "m1"})[0],
+        # ANSWERED: a typed read and its check of the tenant and subject, in one statement
+        next(graph._checked("current", {"tenant": "t", "subject": "s"}, FACT_COLUMNS)()).query,
+    ],
     "sgam.integrations.langgraph": lambda graph: [langgraph.current_items_query(langgraph.store_schema())],
 }
 
