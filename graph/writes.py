@@ -375,6 +375,7 @@ def write_steps(
         # What planning read is not needed to write: let it go before the collector runs again,
         # so that it does not find a batch's worth of statements and rows still alive.
         locked.slots.clear()
+        locked.retired.clear()
         locked.points.clear()
         locked.new_points.clear()
         del creates, touched
@@ -535,6 +536,8 @@ class _Locked:
     """What the lock step read: believed rows by slot, element ids, and already-applied keys."""
 
     slots: dict[tuple[str, str, str], list[Fact]] = field(default_factory=dict)
+    # Rows the batch retired (they leave ``slots``), by memory id: the write step stamps their expiry.
+    retired: dict[str, Fact] = field(default_factory=dict)
     # The slots' ledgers; a slot missing here has none yet (its rows were written before ledgers).
     points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
     new_points: dict[tuple[str, str, str], list[Point]] = field(default_factory=dict)
@@ -701,8 +704,16 @@ def _reconcile_one(item: Prepared, locked: _Locked, schema: Schema, now: datetim
     if plan.statements:
         locked.points.setdefault(delta.key, []).extend(plan.statements)
         locked.new_points.setdefault(delta.key, []).extend(plan.statements)
-    new_rows = apply_plan(rows, plan)
-    slots[delta.key] = new_rows
+    # A row retired here is done with: planning reads a slot's believed rows only (its keys are in
+    # ``locked.applied``), so it waits apart for the write step instead of being filtered out again
+    # by every later delta of its slot (an import applies a hot slot's whole history in one chunk).
+    live = []
+    for row in apply_plan(rows, plan):
+        if row.expired_at is None:
+            live.append(row)
+        else:
+            locked.retired[row.memory_id] = row
+    slots[delta.key] = live
     for memory_id in plan.support:
         change = touched.setdefault(memory_id, _Touched())
         change.count += 1
@@ -733,6 +744,7 @@ class _Rows:
 def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _Touched],
           schema: Schema, now: datetime) -> _Rows:
     final = {row.memory_id: row for rows in locked.slots.values() for row in rows}
+    final.update(locked.retired)
     new_ids = {props["memory_id"] for props in creates}
     stamp = now.astimezone(timezone.utc).isoformat()
     updates = []
