@@ -150,6 +150,8 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
                   workers: int = typer.Option(1, min=1, max=64, help="Worker processes of the server"),
                   rate: float = typer.Option(None, min=0.1, help="Requests per second of all clients together "
                                                                  "(default: each client sends as soon as it is answered)"),
+                  load: str = typer.Option(None, "--load", help="HTTP load generator: wrk or aiohttp "
+                                                                "[default: wrk when installed, else aiohttp]"),
                   as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
     """The service's requests/s and p50/p99 of current and context over HTTP, next to in-process."""
     from sgam.bench import service as bench
@@ -158,7 +160,8 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
     if unknown:
         raise typer.BadParameter(f"--operation must be one of {', '.join(bench.OPERATIONS)}")
     result = bench.run(subjects=subjects, clients=clients, requests=requests, workers=workers, rate=rate,
-                       operations=tuple(dict.fromkeys(operation)), log=lambda line: typer.echo(line, err=True))
+                       operations=tuple(dict.fromkeys(operation)), load=load,
+                       log=lambda line: typer.echo(line, err=True))
     typer.echo(json.dumps(result, indent=2) if as_json else bench.markdown(result))
 
 
