@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import aiohttp
 import httpx
@@ -134,16 +134,17 @@ def _wrk(url: str, key: str) -> Load:
             raise RuntimeError(f"wrk: {report['errors']} of {report['requests']} requests failed "
                                f"(refused, unanswered within {WRK_TIMEOUT} or answered 4xx/5xx)")
         latencies = [value / 1e6 for value, count in report["latency_us"] for _ in range(count)]
-        return latencies, report["duration_us"] / 1e6, {"sent_late": report["late"]}
+        return latencies, report["duration_us"] / 1e6, {"sent_late": report["late"],
+                                                         "client_cpu": report["cpu_us"] / 1e6}
 
     return load
 
 
 def _cpu(pid: int | None) -> tuple[float, float]:
-    """CPU seconds so far of this process with its reaped children (wrk), and of ``pid``'s tree."""
-    own = sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-              for field in ("ru_utime", "ru_stime"))
-    return own, _tree_cpu(pid) if pid else 0.0
+    """CPU seconds so far of this process (the aiohttp clients, or the in-process calls), and of
+    ``pid``'s tree. wrk reports its own, up to its last answer."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, _tree_cpu(pid) if pid else 0.0
 
 
 def _tree_cpu(pid: int) -> float:
@@ -160,7 +161,7 @@ def _tree_cpu(pid: int) -> float:
 async def _compare(ways: dict[str, Load], operation: str, names: list[str], clients: int,
                    requests: int, rate: float | None = None, server: int | None = None) -> dict[str, dict[str, float]]:
     """Each way warmed up, then ``ROUNDS`` rounds of ``requests / ROUNDS`` requests of each way in
-    turn; the CPU of each round is that of this process (with wrk) and of the ``server`` process."""
+    turn; the CPU of each round is the clients' (this process, or what wrk reports) and the ``server``'s."""
     rng = random.Random(7)
     for load in ways.values():
         await load(operation, [rng.choice(names) for _ in range(max(clients, requests // 10))], clients, None)
@@ -174,8 +175,8 @@ async def _compare(ways: dict[str, Load], operation: str, names: list[str], clie
             took, seconds, counters = await load(operation, plan, clients, rate)
             own_after, served_after = _cpu(server)
             latencies[way] += took
-            for name, value in {"seconds": seconds, "client_cpu": own_after - own,
-                                "server_cpu": served_after - served, **counters}.items():
+            for name, value in (("seconds", seconds), ("client_cpu", own_after - own),
+                                ("server_cpu", served_after - served), *counters.items()):
                 totals[way][name] = totals[way].get(name, 0) + value
     measured = {}
     for way, taken in latencies.items():
@@ -218,9 +219,10 @@ async def _measure(url: str, key: str, tenant: str, names: list[str], clients: i
 
 def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000, workers: int = 1,
         rate: float | None = None, operations: tuple[str, ...] = OPERATIONS, load: str | None = None,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
+        server: str = "uvicorn", log: Callable[[str], None] = print) -> dict[str, Any]:
     """Seed, serve, measure both ways, clean up; the measurements. ``load`` is the HTTP load
-    generator, one of :data:`LOADS` (default: :func:`default_load`)."""
+    generator, one of :data:`LOADS` (default: :func:`default_load`); ``server`` is what ``sgam
+    serve --server`` runs."""
     load = load or default_load()
     if load not in LOADS:
         raise InvalidSetting(f"load generator {load!r}: use one of {', '.join(LOADS)}")
@@ -234,32 +236,36 @@ def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000, workers
         names = _seed(graph, tenant, subjects)
         new = create_key(graph.store, tenant, "agent:bench", "read", note="sgam bench service")
         port = _free_port()
-        server = subprocess.Popen([str(Path(sys.executable).with_name("sgam")), "serve", "--port", str(port),
-                                   "--workers", str(workers)],
-                                  env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait(url, server)
-            log(f"measuring {requests} requests per operation with {clients} concurrent clients ({load})")
-            results = asyncio.run(_measure(url, new.key, tenant, names, clients, requests, operations, rate, load,
-                                           server.pid))
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-            revoke_key(graph.store, new.identity.key_id)
+        # The server's log goes to a file (a pipe nobody reads would stall it): its last lines
+        # say why, if it stops before it answers.
+        with tempfile.TemporaryFile() as server_log:
+            process = subprocess.Popen([str(Path(sys.executable).with_name("sgam")), "serve", "--port", str(port),
+                                        "--workers", str(workers), "--server", server],
+                                       env=os.environ.copy(), stdout=server_log, stderr=subprocess.STDOUT)
+            try:
+                url = f"http://127.0.0.1:{port}"
+                _wait(url, process, server_log)
+                log(f"measuring {requests} requests per operation with {clients} concurrent clients ({load})")
+                results = asyncio.run(_measure(url, new.key, tenant, names, clients, requests, operations, rate,
+                                               load, process.pid))
+            finally:
+                process.terminate()
+                process.wait(timeout=30)
+                revoke_key(graph.store, new.identity.key_id)
     finally:
         # A failed run leaves nothing behind either.
         graph.delete_tenant(tenant)
         graph.close()
     return {"tenant": tenant, "subjects": subjects, "clients": clients, "requests": requests, "workers": workers,
-            "rate": rate, "load": load, "results": results}
+            "rate": rate, "load": load, "server": server, "results": results}
 
 
-def _wait(url: str, server: subprocess.Popen[bytes]) -> None:
+def _wait(url: str, server: subprocess.Popen[bytes], server_log: IO[bytes]) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError("sgam serve exited before it answered")
+            server_log.seek(0)
+            raise RuntimeError(f"sgam serve exited before it answered: {server_log.read().decode()[-1000:]}")
         try:
             if httpx.get(f"{url}/v1/openapi.json", timeout=2).status_code == 200:
                 return
@@ -272,7 +278,8 @@ def _wait(url: str, server: subprocess.Popen[bytes]) -> None:
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"{result['clients']} concurrent clients ({result.get('load', 'aiohttp')} over HTTP), "
              f"{result['requests']} requests per row, "
-             f"{result['subjects']} subjects, {result.get('workers', 1)} server worker(s), "
+             f"{result['subjects']} subjects, {result.get('server', 'uvicorn')} with "
+             f"{result.get('workers', 1)} worker(s), "
              + (f"paced at {result['rate']:g} requests/s" if result.get("rate") else "flat out"), "",
              "| operation | path | requests/s | p50 ms | p99 ms | CPU ms/request: client + server |",
              "|---|---|---|---|---|---|"]

@@ -13,6 +13,9 @@ typedef struct { long tv_sec; long tv_nsec; } sgam_timespec;
 int clock_gettime(int clock, sgam_timespec *t);
 int getpid(void);
 int tgkill(int tgid, int tid, int sig);
+typedef struct { long tv_sec; long tv_usec; } sgam_timeval;
+typedef struct { sgam_timeval utime; sgam_timeval stime; long rest[14]; } sgam_rusage;
+int getrusage(int who, sgam_rusage *usage);
 ]]
 local CLOCK_MONOTONIC, SIGINT = 1, 2
 local clock = ffi.new("sgam_timespec")
@@ -29,6 +32,9 @@ local interval, started, scheduled = 0, nil, 0
 -- (all connections were busy), and the largest such delay. wrk counts a request's latency from
 -- when it is sent, so these say how far the paced figures are from counting it from when it was due.
 late, worst_ms = 0, 0
+-- wrk's CPU time (user + system, in microseconds) when the last answer came in: what the load cost,
+-- without done()'s walk over the latency buckets.
+cpu_us = 0
 
 function setup(thread)
   threads[#threads + 1] = thread
@@ -71,6 +77,9 @@ end
 function response(status, headers, body)
   answered = answered + 1
   if answered >= wanted then
+    local usage = ffi.new("sgam_rusage")
+    ffi.C.getrusage(0, usage)  -- RUSAGE_SELF: the whole wrk process
+    cpu_us = tonumber(usage.utime.tv_sec + usage.stime.tv_sec) * 1e6 + tonumber(usage.utime.tv_usec + usage.stime.tv_usec)
     wrk.thread:stop()
     -- wrk's main thread sleeps for the whole -d duration; SIGINT (its Ctrl-C) wakes it to
     -- collect the threads and call done() now. Sent to that thread itself (its id is the pid),
@@ -90,14 +99,15 @@ function done(summary, latency, requests)
     buckets[#buckets + 1] = string.format("[%d,%d]", value, count)
     i = i + 1
   end
-  local late_sends, worst = 0, 0
+  local late_sends, worst, cpu = 0, 0, 0
   for _, thread in ipairs(threads) do
     late_sends = late_sends + thread:get("late")
     worst = math.max(worst, thread:get("worst_ms"))
+    cpu = math.max(cpu, thread:get("cpu_us"))
   end
   local e = summary.errors
   io.write(string.format(
-    '{"requests":%d,"duration_us":%d,"errors":%d,"late":%d,"worst_late_ms":%.1f,"latency_us":[%s]}\n',
+    '{"requests":%d,"duration_us":%d,"errors":%d,"late":%d,"worst_late_ms":%.1f,"cpu_us":%d,"latency_us":[%s]}\n',
     summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,
-    late_sends, worst, table.concat(buckets, ",")))
+    late_sends, worst, cpu, table.concat(buckets, ",")))
 end
