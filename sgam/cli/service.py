@@ -161,7 +161,8 @@ def _granian(host: str, port: int, workers: int) -> None:
     except ImportError:
         raise InvalidSetting("--server granian: granian is not installed (pip install 'sgam[granian]'); "
                              "or leave --server at uvicorn") from None
-    logs = {"loggers": {**LOGGING_CONFIG["loggers"], "sgam.service": {"handlers": ["console"], "level": "INFO"}}}
+    loggers: Any = LOGGING_CONFIG["loggers"]   # typed as object by granian
+    logs = {"loggers": {**loggers, "sgam.service": {"handlers": ["console"], "level": "INFO"}}}
     Granian(APP_FACTORY, factory=True, interface="asgi", address=host, port=port, workers=workers,
             loop="uvloop", websockets=False, log_dictconfig=logs, log_access=False).serve()
 
