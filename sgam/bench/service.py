@@ -8,7 +8,7 @@ alike. Reported: requests per second, p50/p99 latency and CPU per request of eac
 overhead of the service. The tenant and the key are removed afterwards.
 
 The HTTP clients are wrk's keep-alive connections when wrk is installed (a native load generator:
-about 0.1 ms of CPU a request here, Lua hooks included, where real clients on other machines cost
+0.1-0.2 ms of CPU a request here, Lua hooks included, where real clients on other machines cost
 the server's cores nothing), else aiohttp in this process (0.3-0.8 ms of CPU a request, on the
 cores the server and the in-process path share).
 """
