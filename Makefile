@@ -11,7 +11,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,browser,embeddings,bench,graphiti,service,langgraph]'
+	$(BIN)/python -m pip install -q -e '.[test,browser,embeddings,bench,graphiti,service,granian,langgraph]'
 	touch $@
 
 # Runs the demo against the local Neo4j (started here, left running). Without Java but with a

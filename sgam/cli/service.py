@@ -17,6 +17,10 @@ from sgam.service.settings import loopback, service_settings
 from sgam.service.tools import DIALECTS, tool_definitions
 from sgam.settings import Settings
 
+SERVERS = ("uvicorn", "granian")
+APP_FACTORY = "sgam.service.http:from_environment"
+"""What each worker of ``sgam serve`` runs, whichever server runs it."""
+
 keys_app = typer.Typer(no_args_is_help=True, help="API keys of the service: create, list, revoke.")
 
 SchemaOpt = typer.Option("default", "--schema", help="A shipped schema name or a YAML/JSON file")
@@ -107,14 +111,17 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Address to bind"
           workers: int = typer.Option(None, "--workers", min=1, max=64,
                                       help="Worker processes, one event loop each (default "
                                            "SGAM_SERVICE_WORKERS or 1); with more than one, /mcp is stateless"),
+          server: str = typer.Option("uvicorn", "--server",
+                                     help="The HTTP server: uvicorn, or granian (Rust; pip install "
+                                          "'sgam[granian]'; less CPU a request)"),
           schema: str = SchemaOpt) -> None:
-    """Run the HTTP API (/v1) and the MCP server (/mcp) with uvicorn."""
+    """Run the HTTP API (/v1) and the MCP server (/mcp) with uvicorn (or granian)."""
     import os
 
-    import uvicorn
-    from uvicorn.config import LOGGING_CONFIG
-
     from sgam.service.keys import any_active
+
+    if server not in SERVERS:
+        raise typer.BadParameter(f"--server must be one of {', '.join(SERVERS)}")
 
     if not loopback(host):
         graph = _connect(schema)
@@ -134,10 +141,30 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Address to bind"
     limits = service_settings()
     # One line per call from sgam.service (operation, key id, time); no access log, whose
     # lines would add nothing but the client's address.
+    if server == "granian":
+        _granian(host, port, limits.service_workers)
+        return
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
     logs = {**LOGGING_CONFIG, "loggers": {**LOGGING_CONFIG["loggers"],
                                           "sgam.service": {"handlers": ["default"], "level": "INFO"}}}
-    uvicorn.run("sgam.service.http:from_environment", factory=True, host=host, port=port,
+    uvicorn.run(APP_FACTORY, factory=True, host=host, port=port,
                 workers=limits.service_workers, log_level="info", log_config=logs, access_log=False)
+
+
+def _granian(host: str, port: int, workers: int) -> None:
+    """Serve the same app with granian: HTTP parsed and answered in Rust, the app on uvloop."""
+    try:
+        from granian import Granian
+        from granian.log import LOGGING_CONFIG
+    except ImportError:
+        raise InvalidSetting("--server granian: granian is not installed (pip install 'sgam[granian]'); "
+                             "or leave --server at uvicorn") from None
+    loggers: Any = LOGGING_CONFIG["loggers"]   # typed as object by granian
+    logs = {"loggers": {**loggers, "sgam.service": {"handlers": ["console"], "level": "INFO"}}}
+    Granian(APP_FACTORY, factory=True, interface="asgi", address=host, port=port, workers=workers,
+            loop="uvloop", websockets=False, log_dictconfig=logs, log_access=False).serve()
 
 
 @bench_app.command("service")
@@ -150,6 +177,9 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
                   workers: int = typer.Option(1, min=1, max=64, help="Worker processes of the server"),
                   rate: float = typer.Option(None, min=0.1, help="Requests per second of all clients together "
                                                                  "(default: each client sends as soon as it is answered)"),
+                  load: str = typer.Option(None, "--load", help="HTTP load generator: wrk or aiohttp "
+                                                                "[default: wrk when installed, else aiohttp]"),
+                  server: str = typer.Option("uvicorn", "--server", help="What sgam serve runs: uvicorn or granian"),
                   as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
     """The service's requests/s and p50/p99 of current and context over HTTP, next to in-process."""
     from sgam.bench import service as bench
@@ -158,7 +188,8 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
     if unknown:
         raise typer.BadParameter(f"--operation must be one of {', '.join(bench.OPERATIONS)}")
     result = bench.run(subjects=subjects, clients=clients, requests=requests, workers=workers, rate=rate,
-                       operations=tuple(dict.fromkeys(operation)), log=lambda line: typer.echo(line, err=True))
+                       operations=tuple(dict.fromkeys(operation)), load=load, server=server,
+                       log=lambda line: typer.echo(line, err=True))
     typer.echo(json.dumps(result, indent=2) if as_json else bench.markdown(result))
 
 

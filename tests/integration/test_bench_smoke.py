@@ -10,6 +10,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from sgam.bench import baseline as bench
 
 
@@ -86,7 +88,7 @@ def test_service_bench_measures_both_paths_and_leaves_nothing(neo4j_connection: 
         active_before = {k["id"] for k in list_keys(graph.store) if k["revoked_at"] is None}
         for workers, rate in ((1, None), (2, 40.0)):
             result = service.run(subjects=6, clients=3, requests=15, workers=workers, rate=rate,
-                                 operations=("current",), log=lambda line: None)
+                                 operations=("current",), load="aiohttp", log=lambda line: None)
             ways = result["results"]["current"]
             for way in ("http", "in_process"):
                 assert ways[way]["requests"] == 15
@@ -102,3 +104,45 @@ def test_service_bench_measures_both_paths_and_leaves_nothing(neo4j_connection: 
         assert {k["id"] for k in list_keys(graph.store) if k["revoked_at"] is None} <= active_before
     finally:
         graph.close()
+
+
+def test_service_bench_with_wrk_measures_both_paths(neo4j_connection: tuple[str, tuple[str, str]],
+                                                    monkeypatch) -> None:
+    """The wrk load generator (Debian's ``wrk``, which .ci/run installs), flat out and paced: every
+    number present, the server's CPU counted for the HTTP path, nothing left behind; without wrk
+    on the PATH the run is refused before anything is seeded, naming the fix."""
+    import shutil
+
+    from sgam.api import MemoryGraph
+    from sgam.bench import service
+    from sgam.graph.errors import InvalidSetting
+
+    assert shutil.which("wrk"), "wrk is not installed: apt-get install -y wrk (.ci/run does)"
+    uri, (user, password) = neo4j_connection
+    for name, value in (("NEO4J_URI", uri), ("NEO4J_USER", user), ("NEO4J_PASSWORD", password)):
+        monkeypatch.setenv(name, value)
+    assert service.default_load() == "wrk"
+    for rate in (None, 40.0):
+        result = service.run(subjects=6, clients=3, requests=15, rate=rate, operations=("current",),
+                             load="wrk", log=lambda line: None)
+        assert result["load"] == "wrk"
+        ways = result["results"]["current"]
+        # wrk stops once the plan is answered; answers already on their way are counted too.
+        assert ways["http"]["requests"] >= 15 and ways["in_process"]["requests"] == 15
+        for way in ("http", "in_process"):
+            assert _positive(ways[way]["p50_ms"]) and _positive(ways[way]["rps"])
+            assert ways[way]["p99_ms"] >= ways[way]["p50_ms"]
+        assert _positive(ways["http"]["server_cpu_ms"]) and _positive(ways["in_process"]["client_cpu_ms"])
+        assert ways["http"]["sent_late"] >= 0
+        assert "wrk over HTTP" in service.markdown(result)
+        graph = MemoryGraph.connect(uri, (user, password))
+        try:
+            left = graph.store.read("MATCH (n {tenant_id: $tenant}) UNWIND labels(n) AS label "
+                                    "RETURN collect(DISTINCT label) AS labels", {"tenant": result["tenant"]})
+        finally:
+            graph.close()
+        assert set(left[0]["labels"]) <= {"Deletion", "ApiKey"}
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert service.default_load() == "aiohttp"
+    with pytest.raises(InvalidSetting, match="apt-get install wrk"):
+        service.run(subjects=1, load="wrk", log=lambda line: None)

@@ -163,3 +163,23 @@ def test_several_workers_serve_the_api_and_a_stateless_mcp(neo4j_connection: tup
         opened = httpx.post(f"{workers.url}/mcp", json=initialize, headers={
             "Authorization": f"Bearer {keys.reader}", "Accept": "application/json, text/event-stream"})
         assert opened.status_code == 200 and "mcp-session-id" not in opened.headers
+
+
+def test_granian_serves_both_surfaces_behind_the_same_keys(neo4j_connection: tuple[str, tuple[str, str]],
+                                                          keys: Keys) -> None:
+    """``sgam serve --server granian`` (the Rust HTTP server, extra ``granian``) runs the same app:
+    the MCP story over streamable HTTP, /v1 reads under the key's tenant, a missing key 401 on
+    both surfaces, an oversized body 413, and the log line of each call."""
+    for served in start(neo4j_connection, "--server", "granian"):
+        check(asyncio.run(story(over_http(served, keys.writer), "mira-granian")))
+        reader = {"Authorization": f"Bearer {keys.reader}"}
+        response = httpx.post(f"{served.url}/v1/current", headers=reader,
+                              json={"subject": "mira-granian", "attribute": "passport_deadline"})
+        assert [(f["value"], f["tenant_id"]) for f in response.json()["facts"]] == [("2026-06-30", keys.tenant_a)]
+        assert "x-sgam-bookmarks" in response.headers
+        for path in ("/v1/current", "/mcp"):
+            refused = httpx.post(f"{served.url}{path}", json={"subject": "mira-granian"})
+            assert refused.status_code == 401 and refused.json()["error"]["type"] == "Unauthenticated"
+        huge = httpx.post(f"{served.url}/v1/current", headers=reader, content=b"x" * 2_000_000)
+        assert huge.status_code == 413, huge.text
+        assert "current key=" in served.log_text()
