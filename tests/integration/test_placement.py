@@ -58,9 +58,11 @@ def _up(server: Any) -> Any:
     return info
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, str, str]]]:
-    """Two extra servers, started side by side: ``[(uri, password, env variable)]``."""
+    """Two extra servers, started side by side: ``[(uri, password, env variable)]``. Only this
+    module uses them: stopped after it, not left holding memory and CPU through the rest of the
+    session."""
     from sgam.local.server import LocalServer
 
     locals_ = [LocalServer(Settings(home=tmp_path_factory.mktemp(f"placement-{name}"), bolt_port=_free_port(),
