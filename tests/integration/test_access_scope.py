@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -27,6 +28,7 @@ from sgam.queries.loader import load_queries
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 CUSTOMERS = ["c1", "c2"]
 READERS = [None, "user:c1", "user:c2", "agent:hr", "agent:other", "*"]
+SWEEPERS = 3   # readers swept at once (threads sharing the graph's driver)
 
 SCHEMA = Schema.from_data({
     "name": "access-scope-test",
@@ -209,13 +211,20 @@ def test_a_private_fact_reaches_only_its_readers(scoped: MemoryGraph, has_apoc: 
         tells = write(scoped, tenant, data, marker)
         scoped.embed(tenant, embedder=MarkerEmbedder(marker))
         episodes = [f"e{i}" for i in range(len(data))]
-        for principal in READERS:
+
+        def check(principal: str | None) -> None:
             seen = sweep(scoped, tenant, principal, marker, episodes, has_apoc)
             forbidden, expected = secret_strings(scoped, tenant, tells, principal)
             leaked = sorted(s for s in forbidden if s in seen)
             assert not leaked, f"{principal!r} saw private {leaked}"
             missing = sorted(m for m in expected if m not in seen)
             assert not missing, f"{principal!r} did not see its own private facts {missing}"
+
+        # The readers' sweeps are independent reads, hundreds of round trips each: side by side,
+        # one waits on the server while another's answers are decoded. A failure is raised here.
+        with ThreadPoolExecutor(SWEEPERS) as pool:
+            for done in [pool.submit(check, principal) for principal in READERS]:
+                done.result()
     finally:
         scoped.delete_tenant(tenant)
 
@@ -232,11 +241,14 @@ def test_no_read_path_of_one_tenant_returns_the_others(scoped: MemoryGraph, has_
         tells = [write(scoped, t, d, m) for t, d, m in zip(tenants, (a, b), markers)]
         for tenant, marker in zip(tenants, markers):
             scoped.embed(tenant, embedder=MarkerEmbedder(marker))
+        with ThreadPoolExecutor(SWEEPERS) as pool:   # independent reads side by side, as above
+            swept = {(side, marker): pool.submit(sweep, scoped, tenants[side], "*", marker,
+                                                 [f"e{i}" for i in range(10)], has_apoc)
+                     for side in (0, 1) for marker in markers}
         for side in (0, 1):
             other = 1 - side
             # Reads of `side`, asked with the other tenant's markers too, must never carry its data.
-            seen = "".join(sweep(scoped, tenants[side], "*", marker, [f"e{i}" for i in range(10)], has_apoc)
-                           for marker in markers)
+            seen = "".join(swept[side, marker].result() for marker in markers)
             theirs = {s for strings in tells[other].values() for s in strings}
             theirs |= {f.memory_id for subject in {k.split("|")[0] for k in tells[other]}
                        for f in scoped.history(tenants[other], subject, principal="*")}

@@ -18,10 +18,19 @@ def test_generator_is_deterministic() -> None:
     assert {q.qtype for q in a.questions} == set(QTYPES)
 
 
-def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path) -> None:
+# Smoke's two tenants with three persons each instead of six: 80 episodes at seed 7 instead of 177
+# (Graphiti's load, SGAM's and the questions take half the time), and still every question type,
+# erasures, and current questions that text memory answers with superseded values. The full smoke
+# size is loaded and answered by test_replay_beyond_graphiti_sizes_probes_its_load_rate below.
+FEWER_PERSONS = {**bench_replay.SIZES["smoke"], "persons": 3}
+
+
+def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("bm25s")
     pytest.importorskip("graphiti_core")
     uri, auth = neo4j_connection
+    monkeypatch.setitem(bench_replay.SIZES, "smoke", FEWER_PERSONS)
     result = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth)
 
     assert result["sgam_load"]["rejected"] == 0
@@ -82,6 +91,8 @@ def test_replay_beyond_graphiti_sizes_probes_its_load_rate(
     assert skipped.startswith("not run at size smoke (177 episodes"), skipped
     assert f"ran at {probe['episodes_per_s']} episodes/s on a sample of {probe['episodes']}" in skipped
     assert "Graphiti: not run at size smoke" in Path(result["result_files"]["markdown"]).read_text()
+    # Only what --no-graphiti records is asked of this run: one tenant of two persons will do.
+    monkeypatch.setitem(bench_replay.SIZES, "smoke", {"tenants": 1, "persons": 2, "per_type": 12})
     off = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth, dm=False,
                            graphiti=False)
     assert off["graphiti"] == {"skipped": "disabled (--no-graphiti)"}

@@ -41,6 +41,7 @@ from sgam.graph import store as store_module
 from sgam.graph.schema import default_schema
 from sgam.graph.store import Retries
 from sgam.graph.steps import Statement
+from tests.integration.concurrency_writer import SPAWN_TIMEOUT_S, process_writer
 
 EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SUBJECT, ATTRIBUTE = "mira", "home_city"  # single-valued, applied at once (no candidates)
@@ -50,7 +51,6 @@ WRITERS, EACH = 16, 30
 # 16 interpreters starting at once cost most of a process run on a small machine.
 FEWER = 15
 DAYS = WRITERS * EACH // 2  # every valid_from is stated twice, mostly by two different writers
-SPAWN_TIMEOUT_S = 120
 
 
 def day(n: float) -> datetime:
@@ -301,30 +301,19 @@ def test_threads_with_a_graph_each_leave_a_sound_history(
     assert_sound(shared_graph, tenant, [(SUBJECT, ATTRIBUTE)], slot_reference(FEWER), SLOT_PROBES)
 
 
-def _process_writer(uri: str, auth: tuple[str, str], deltas: list[MemoryDelta], start: Any,
-                    results: Any, w: int) -> None:
-    """One writer process: connects itself, waits for the others, writes its deltas one by one."""
-    try:
-        graph = MemoryGraph.connect(uri, auth, schema=default_schema(), bootstrap=False)
-        try:
-            start.wait(timeout=SPAWN_TIMEOUT_S)
-            outcomes = [graph.write(d).outcome for d in deltas]
-            results.put((w, outcomes, None, graph.retries.transactions))
-        finally:
-            graph.close()
-    except BaseException as exc:  # reported to the parent, which fails the test with it
-        results.put((w, None, f"{type(exc).__name__}: {exc}", None))
-
-
 def test_processes_leave_a_sound_history(
         neo4j_connection, shared_graph: MemoryGraph, fresh: Callable[[], str], slot_reference) -> None:
     uri, auth = neo4j_connection
     tenant = fresh()
     plans = slot_plan(tenant, FEWER)
     record_writers(shared_graph, tenant, WRITERS)
-    context = multiprocessing.get_context("spawn")
+    # A fork server imports the writer's module once and forks each writer from it: 16 fresh
+    # interpreters importing sgam side by side took most of this test on two cores. Each writer is
+    # still a process of its own with its own driver and connections.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tests.integration.concurrency_writer"])
     start, results = context.Barrier(WRITERS), context.Queue()
-    processes = [context.Process(target=_process_writer, args=(uri, auth, plans[w], start, results, w))
+    processes = [context.Process(target=process_writer, args=(uri, auth, plans[w], start, results, w))
                  for w in range(WRITERS)]
     for process in processes:
         process.start()

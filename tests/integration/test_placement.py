@@ -58,9 +58,11 @@ def _up(server: Any) -> Any:
     return info
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, str, str]]]:
-    """Two extra servers, started side by side: ``[(uri, password, env variable)]``."""
+    """Two extra servers, started side by side: ``[(uri, password, env variable)]``. Only this
+    module uses them: stopped after it, not left holding memory and CPU through the rest of the
+    session."""
     from sgam.local.server import LocalServer
 
     locals_ = [LocalServer(Settings(home=tmp_path_factory.mktemp(f"placement-{name}"), bolt_port=_free_port(),
@@ -68,7 +70,11 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str
                                     start_timeout=240))
                for name in ("b", "c")]
     try:
-        with ThreadPoolExecutor(len(locals_)) as pool:
+        # The java launcher reads JDK_JAVA_OPTIONS. These servers live a few minutes and run each
+        # statement a handful of times, so the JVM's second (C2) compiler never pays back: its
+        # compiling competes with the first runs of every statement, which planned at twice the time.
+        with ThreadPoolExecutor(len(locals_)) as pool, pytest.MonkeyPatch.context() as patch:
+            patch.setenv("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
             # Started and bootstrapped (indexes, constraints) side by side: most of the file's time.
             infos = list(pool.map(_up, locals_))
         yield [(info.uri, server.credentials()[2], f"SGAM_TEST_PLACEMENT_{name}")  # type: ignore[index]
