@@ -99,13 +99,25 @@ def graph(shared_graph: MemoryGraph) -> MemoryGraph:
     return shared_graph
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_placement_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The session's placement map, not the user's ``~/.sgam/placement.json``: a tenant placed
+    there by a test (the CLI walk fuzzes ``sgam tenants place``) would reach every later test and
+    every later process on the machine."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SGAM_PLACEMENT_FILE", str(tmp_path_factory.mktemp("placement") / "placement.json"))
+        yield
+
+
 @pytest.fixture
-def env(neo4j_connection: tuple[str, tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Point the CLI (which reads its settings from the environment) at the test server."""
+def env(neo4j_connection: tuple[str, tuple[str, str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Point the CLI (which reads its settings from the environment) at the test server, with a
+    placement map of the test's own (what a command places stays in this test)."""
     uri, (user, password) = neo4j_connection
     monkeypatch.setenv("NEO4J_URI", uri)
     monkeypatch.setenv("NEO4J_USER", user)
     monkeypatch.setenv("NEO4J_PASSWORD", password)
+    monkeypatch.setenv("SGAM_PLACEMENT_FILE", str(tmp_path / "placement.json"))
 
 
 @pytest.fixture
