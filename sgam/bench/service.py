@@ -38,6 +38,7 @@ import aiohttp
 import httpx
 
 from sgam.api import AsyncMemoryGraph, MemoryGraph
+from sgam.bench.cpu import process_cpu_s
 from sgam.graph.errors import InvalidSetting
 from sgam.graph.models import MemoryDelta
 
@@ -149,13 +150,14 @@ def _cpu(pid: int | None) -> tuple[float, float]:
 
 def _tree_cpu(pid: int) -> float:
     """The CPU seconds of a process and its descendants (the workers of ``sgam serve``), from /proc."""
+    own = process_cpu_s(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:  # gone since it was listed
         return 0.0
-    # utime and stime, the 14th and 15th fields (the 12th and 13th after the name).
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + sum(_tree_cpu(int(c)) for c in children)
+    if own is None:
+        return 0.0
+    return own + sum(_tree_cpu(int(c)) for c in children)
 
 
 async def _compare(ways: dict[str, Load], operation: str, names: list[str], clients: int,
