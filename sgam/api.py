@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import re
 import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,8 @@ from sgam.graph.audit import READ_AUDIT, Disclosure, audit_op, disclosure, faile
 from sgam.graph.batches import DEFAULT_BATCH, DEFAULT_WORKERS, lane_op, lanes, merged
 from sgam.graph.bulk import DEFAULT_CHUNK, ImportResult, OnUnfinished, import_op
 from sgam.graph.errors import (
-    ForgottenSubject, InvalidDelta, MergedSubject, SchemaViolation, UnknownAttribute, UnknownSubject, UnknownTenant,
+    ForgottenSubject, InvalidDelta, MergedSubject, SchemaViolation, SgamError, UnknownAttribute, UnknownSubject,
+    UnknownTenant,
     checked, validation_problems,
 )
 from sgam.graph.evolution import MigrationReport, StepReport, migrate_op
@@ -48,7 +50,7 @@ from sgam.graph.models import (
 from sgam.graph.schema import Schema, default_schema, load_schema, quote_identifier
 from sgam.graph.store import AsyncStore, Clock, Retries, Store
 from sgam.graph.subject_access import export_steps
-from sgam.graph.steps import Operation, Records, Statement
+from sgam.graph.steps import ARGS, Operation, Records, Statement
 from sgam.graph.codec import fact_from_properties, native
 from sgam.graph.writes import BatchResult, DeltaResult, write_op
 from sgam.ingest.episodes import episode_from_fields
@@ -165,6 +167,44 @@ def _answered_text(query: str, columns: tuple[str, ...]) -> str:
 def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any]) -> Statement:
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``)."""
     return Statement(_answered_text(query.packed_text, columns), args, packed=True)
+
+
+# Many reads of one named query as one statement (current_many; the service's coalesced reads):
+# each item of $batch is one read's arguments, which the query reads from the variable `args`
+# instead of the parameter (_per_row), answered as ANSWERED answers a read alone. Slots: the named
+# query, the columns, KNOWN.
+BATCHED = """UNWIND range(0, size($batch) - 1) AS i
+WITH i, $batch[i] AS args
+CALL (args) {
+CALL (args) {
+%s
+}
+RETURN collect({%s}) AS rows
+}
+OPTIONAL CALL (rows, args) { WITH rows, args WHERE rows = [] %s }
+RETURN i, rows, tenant, missing, merged
+"""
+# A clause's WITH (not STARTS WITH or ENDS WITH), which _per_row makes carry `args` along.
+_CLAUSE_WITH = re.compile(r"(?<![A-Za-z_])(?<!STARTS )(?<!ENDS )WITH\s+")
+
+
+def _per_row(text: str) -> str:
+    """Packed ``text`` reading its arguments from the variable ``args`` (one row of
+    :data:`BATCHED`) instead of the parameter: each clause's ``WITH`` carries it along. ValueError
+    for a text this cannot rewrite (one that reads another parameter, ``WITH DISTINCT``, ``WITH *``,
+    or a subquery that imports nothing)."""
+    if "CALL ()" in text or re.search(r"(?<!STARTS )(?<!ENDS )WITH\s+(DISTINCT|\*)", text):
+        raise ValueError("a query with WITH DISTINCT, WITH * or CALL () cannot be read per row")
+    rewritten = _CLAUSE_WITH.sub(f"WITH {ARGS}, ", text.replace(f"${ARGS}.", f"{ARGS}."))
+    if "$" in rewritten:
+        raise ValueError("a query that reads a parameter besides its arguments cannot be read per row")
+    return rewritten
+
+
+@functools.lru_cache(maxsize=None)
+def _batched_text(query: str, columns: tuple[str, ...]) -> str:
+    return BATCHED % (_per_row(query), ", ".join(f"{c}: {c}" for c in columns),
+                      _per_row(packed(KNOWN, ("tenant", "subjects"))))
 
 
 def _facts(records: list[dict[str, Any]]) -> list[Fact]:
@@ -406,6 +446,52 @@ class _Queries:
             return records
 
         return steps
+
+    def _each_checked(self, name: str, reads: list[dict[str, Any]],
+                      columns: tuple[str, ...]) -> Callable[[], Generator[Statement, Records, list[Any]]]:
+        """The steps of many reads of one named query in one statement (:data:`BATCHED`), every
+        read answered as :meth:`_checked` answers it alone: its records, or the
+        :class:`SgamError` it raises (an unknown, forgotten or merged subject)."""
+        query = get_query(name)
+        bound = [self._bound(name, params)[1] for params in reads]
+        unread = list(dict.fromkeys(n for b in bound for n in self._unread(b.get("attribute"))))
+        text = _batched_text(query.packed_text, columns)
+
+        def steps() -> Generator[Statement, Records, list[Any]]:
+            if unread:
+                self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
+            found = yield Statement(text, {"batch": [{**b, "subjects": [b["subject"]]} for b in bound]})
+            answers: list[Any] = [None] * len(bound)
+            for row in found:
+                answers[row["i"]] = row["rows"]
+                if not row["rows"]:
+                    try:
+                        self._require_known(bound[row["i"]]["tenant"], [row])
+                    except SgamError as exc:
+                        answers[row["i"]] = exc
+            return answers
+
+        return steps
+
+    def _many(self, tenant: str, subjects: Sequence[str], attribute: str | None, principal: str | None,
+              include_candidates: bool, memory_types: Any, errors: str) -> list[dict[str, Any]]:
+        """current_many's reads, one a subject (each once, in the order given)."""
+        if isinstance(subjects, str) or not isinstance(subjects, Sequence):
+            raise InvalidDelta(f"subjects must be a list of entity ids, not {subjects!r:.80}: use current() for one")
+        if errors not in ("raise", "return"):
+            raise InvalidDelta(f"errors must be 'raise' or 'return', not {errors!r:.80}")
+        slot = self._slot(tenant, "", attribute, principal)
+        return [{**slot, "subject": subject, **self._statuses(include_candidates), "memory_types": memory_types}
+                for subject in dict.fromkeys(subjects)]
+
+    @staticmethod
+    def _by_subject(reads: list[dict[str, Any]], answers: list[Any], errors: str) -> dict[str, Any]:
+        """current_many's answer: each subject's facts (or, with ``errors="return"``, its error)."""
+        for answer in answers:
+            if isinstance(answer, SgamError) and errors == "raise":
+                raise answer
+        return {params["subject"]: answer if isinstance(answer, SgamError) else _facts(answer)
+                for params, answer in zip(reads, answers)}
 
     @staticmethod
     def _require_known(tenant: str, records: list[dict[str, Any]]) -> None:
@@ -1046,6 +1132,29 @@ class MemoryGraph(_Queries):
         return _facts(self._answer("current", FACT_COLUMNS, **self._slot(tenant, subject, attribute, principal),
                                  **self._statuses(include_candidates), memory_types=memory_types))
 
+    def current_many(self, tenant: str, subjects: Sequence[str], attribute: str | None = None, *,
+                     principal: str | None = None, include_candidates: bool = False,
+                     memory_types: str | Sequence[str] | None = None,
+                     errors: str = "raise") -> dict[str, list[Fact]]:
+        """:meth:`current` of each of ``subjects`` (each once), by subject, in one statement: one
+        round trip and one plan however many subjects (an agent reading the people in a thread,
+        or ``sgam serve`` answering concurrent reads together).
+
+        The same answers as one :meth:`current` a subject: the same filters, the same read audit
+        records. A subject that is unknown, forgotten or merged raises as :meth:`current` raises;
+        with ``errors="return"`` its entry is that :class:`SgamError` instead, and the other
+        subjects are still answered.
+        """
+        reads = self._many(tenant, subjects, attribute, principal, include_candidates, memory_types, errors)
+        if not reads:
+            return {}
+        answers = self.store.inspect(self._each_checked("current", reads, FACT_COLUMNS),
+                                     traced=telemetry.named("current", reads[0]))
+        for params, answer in zip(reads, answers):
+            if not isinstance(answer, SgamError):
+                self._audited(self._disclosure("current", params, answer))
+        return self._by_subject(reads, answers, errors)
+
     def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
               valid_at: Instant, known_at: Instant | None = None,
               principal: str | None = None, include_candidates: bool = False,
@@ -1399,6 +1508,21 @@ class AsyncMemoryGraph(_Queries):
                       memory_types: str | Sequence[str] | None = None) -> list[Fact]:
         return _facts(await self._answer("current", FACT_COLUMNS, **self._slot(tenant, subject, attribute, principal),
                                        **self._statuses(include_candidates), memory_types=memory_types))
+
+    async def current_many(self, tenant: str, subjects: Sequence[str], attribute: str | None = None, *,
+                           principal: str | None = None, include_candidates: bool = False,
+                           memory_types: str | Sequence[str] | None = None,
+                           errors: str = "raise") -> dict[str, list[Fact]]:
+        """See :meth:`MemoryGraph.current_many`."""
+        reads = self._many(tenant, subjects, attribute, principal, include_candidates, memory_types, errors)
+        if not reads:
+            return {}
+        answers = await self.store.inspect(self._each_checked("current", reads, FACT_COLUMNS),
+                                           traced=telemetry.named("current", reads[0]))
+        for params, answer in zip(reads, answers):
+            if not isinstance(answer, SgamError):
+                await self._audited(self._disclosure("current", params, answer))
+        return self._by_subject(reads, answers, errors)
 
     async def as_of(self, tenant: str, subject: str, attribute: str | None = None, *,
                     valid_at: Instant, known_at: Instant | None = None,

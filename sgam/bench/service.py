@@ -221,10 +221,11 @@ async def _measure(url: str, key: str, tenant: str, names: list[str], clients: i
 
 def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000, workers: int = 1,
         rate: float | None = None, operations: tuple[str, ...] = OPERATIONS, load: str | None = None,
-        server: str = "uvicorn", log: Callable[[str], None] = print) -> dict[str, Any]:
+        server: str = "uvicorn", coalesce: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Seed, serve, measure both ways, clean up; the measurements. ``load`` is the HTTP load
     generator, one of :data:`LOADS` (default: :func:`default_load`); ``server`` is what ``sgam
-    serve --server`` runs."""
+    serve --server`` runs; ``coalesce``: whether it answers concurrent ``current`` reads together
+    (``sgam serve --coalesce``, the default)."""
     load = load or default_load()
     if load not in LOADS:
         raise InvalidSetting(f"load generator {load!r}: use one of {', '.join(LOADS)}")
@@ -242,7 +243,8 @@ def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000, workers
         # say why, if it stops before it answers.
         with tempfile.TemporaryFile() as server_log:
             process = subprocess.Popen([str(Path(sys.executable).with_name("sgam")), "serve", "--port", str(port),
-                                        "--workers", str(workers), "--server", server],
+                                        "--workers", str(workers), "--server", server,
+                                        "--coalesce" if coalesce else "--no-coalesce"],
                                        env=os.environ.copy(), stdout=server_log, stderr=subprocess.STDOUT)
             try:
                 url = f"http://127.0.0.1:{port}"
@@ -259,7 +261,7 @@ def run(*, subjects: int = 500, clients: int = 16, requests: int = 2000, workers
         graph.delete_tenant(tenant)
         graph.close()
     return {"tenant": tenant, "subjects": subjects, "clients": clients, "requests": requests, "workers": workers,
-            "rate": rate, "load": load, "server": server, "results": results}
+            "rate": rate, "load": load, "server": server, "coalesce": coalesce, "results": results}
 
 
 def _wait(url: str, server: subprocess.Popen[bytes], server_log: IO[bytes]) -> None:
@@ -282,6 +284,7 @@ def markdown(result: dict[str, Any]) -> str:
              f"{result['requests']} requests per row, "
              f"{result['subjects']} subjects, {result.get('server', 'uvicorn')} with "
              f"{result.get('workers', 1)} worker(s), "
+             f"`current` reads {'coalesced' if result.get('coalesce', False) else 'one statement each'}, "
              + (f"paced at {result['rate']:g} requests/s" if result.get("rate") else "flat out"), "",
              "| operation | path | requests/s | p50 ms | p99 ms | CPU ms/request: client + server |",
              "|---|---|---|---|---|---|"]

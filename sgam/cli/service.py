@@ -114,6 +114,9 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Address to bind"
           server: str = typer.Option("uvicorn", "--server",
                                      help="The HTTP server: uvicorn, or granian (Rust; pip install "
                                           "'sgam[granian]'; less CPU a request)"),
+          coalesce: bool = typer.Option(None, "--coalesce/--no-coalesce",
+                                        help="Answer concurrent `current` reads of one key and shape as one "
+                                             "statement (default SGAM_SERVICE_COALESCE_READS or on)"),
           schema: str = SchemaOpt) -> None:
     """Run the HTTP API (/v1) and the MCP server (/mcp) with uvicorn (or granian)."""
     import os
@@ -138,6 +141,8 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Address to bind"
     os.environ["SGAM_SERVICE_SCHEMA"] = schema
     if workers is not None:
         os.environ["SGAM_SERVICE_WORKERS"] = str(workers)
+    if coalesce is not None:
+        os.environ["SGAM_SERVICE_COALESCE_READS"] = str(coalesce).lower()
     limits = service_settings()
     # One line per call from sgam.service (operation, key id, time); no access log, whose
     # lines would add nothing but the client's address.
@@ -180,6 +185,8 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
                   load: str = typer.Option(None, "--load", help="HTTP load generator: wrk or aiohttp "
                                                                 "[default: wrk when installed, else aiohttp]"),
                   server: str = typer.Option("uvicorn", "--server", help="What sgam serve runs: uvicorn or granian"),
+                  coalesce: bool = typer.Option(True, "--coalesce/--no-coalesce",
+                                                help="Whether sgam serve answers concurrent current reads together"),
                   as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
     """The service's requests/s and p50/p99 of current and context over HTTP, next to in-process."""
     from sgam.bench import service as bench
@@ -188,7 +195,7 @@ def bench_service(subjects: int = typer.Option(500, min=1, help="People seeded i
     if unknown:
         raise typer.BadParameter(f"--operation must be one of {', '.join(bench.OPERATIONS)}")
     result = bench.run(subjects=subjects, clients=clients, requests=requests, workers=workers, rate=rate,
-                       operations=tuple(dict.fromkeys(operation)), load=load, server=server,
+                       operations=tuple(dict.fromkeys(operation)), load=load, server=server, coalesce=coalesce,
                        log=lambda line: typer.echo(line, err=True))
     typer.echo(json.dumps(result, indent=2) if as_json else bench.markdown(result))
 

@@ -143,7 +143,8 @@ def from_environment() -> ASGIApp:
 
     async def open_service() -> Service:
         return await Service.open(settings, load_schema(limits.service_schema),
-                                  key_cache_seconds=limits.service_key_cache_seconds)
+                                  key_cache_seconds=limits.service_key_cache_seconds,
+                                  coalesce_reads=limits.service_coalesce_reads)
 
     return create_app(open_service, max_body_bytes=limits.service_max_body_bytes,
                       mcp_sessions=limits.service_workers == 1)

@@ -27,6 +27,7 @@ from sgam.ingest.pipeline import StructuredDeltas, validate
 from sgam.settings import Settings
 
 from . import requests as rq
+from .coalesce import Coalescer
 from .keys import Identity, key_hash, resolve
 from .tools import describe_schema
 
@@ -40,8 +41,10 @@ class Service:
     """One connected graph serving many keys; the tenant of every call comes from its key."""
 
     def __init__(self, graph: AsyncMemoryGraph, settings: Settings | None = None, *,
-                 key_cache_seconds: float = 0.0) -> None:
+                 key_cache_seconds: float = 0.0, coalesce_reads: bool = False) -> None:
         self.graph = graph
+        # `current` reads that arrive together go as one statement (:mod:`.coalesce`).
+        self.coalescer = Coalescer(graph) if coalesce_reads else None
         self.settings = settings or Settings()
         self.key_cache_seconds = key_cache_seconds
         self._keys: dict[str, tuple[float, Identity]] = {}
@@ -49,11 +52,11 @@ class Service:
 
     @classmethod
     async def open(cls, settings: Settings | None = None, schema: Schema | None = None, *,
-                   key_cache_seconds: float = 0.0) -> Service:
+                   key_cache_seconds: float = 0.0, coalesce_reads: bool = False) -> Service:
         """Connect (``NEO4J_*`` or the local server) under ``schema`` (default: the shipped one)."""
         settings = settings or Settings()
         return cls(await AsyncMemoryGraph.connect(settings=settings, schema=schema), settings,
-                   key_cache_seconds=key_cache_seconds)
+                   key_cache_seconds=key_cache_seconds, coalesce_reads=coalesce_reads)
 
     async def close(self) -> None:
         await self.graph.close()
@@ -162,7 +165,8 @@ def _check_deltas(graph: AsyncMemoryGraph, episode: Any, deltas: list[dict[str, 
 
 
 async def _current(service: Service, who: Identity, r: rq.CurrentIn) -> dict[str, Any]:
-    return _facts(await service.graph.current(
+    read = service.graph.current if service.coalescer is None else service.coalescer.current
+    return _facts(await read(
         who.tenant, r.subject, r.attribute, principal=who.principal,
         include_candidates=r.include_candidates, memory_types=r.memory_types))
 

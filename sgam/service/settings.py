@@ -21,6 +21,10 @@ class ServiceSettings(BaseSettings):
     # How long `sgam serve` trusts a key it found valid before it asks the store again (0: ask on
     # every request); a revoked key keeps working for at most this long.
     service_key_cache_seconds: float = Field(default=5.0, ge=0, le=3600)
+    # Whether `sgam serve` answers concurrent `current` reads of one key's tenant and principal
+    # (and one attribute, candidates and memory types) together, as one statement: the same
+    # answers, fewer round trips under load (sgam/service/coalesce.py).
+    service_coalesce_reads: bool = True
     # What `sgam serve` hands its worker processes (a worker is started fresh and reads them here).
     service_schema: str = "default"
     # Worker processes of `sgam serve`: one event loop each. With more than one, /mcp is stateless
