@@ -163,3 +163,33 @@ def test_the_readers_that_may_see_a_birthday_do(server: Server, written: World) 
         assert shown == ([written.birthdays[(reader.tenant, "c1")]] if may_read_birthday(reader, "c1") else [])
         email = json.loads(over_mcp(server, reader, "current", {"subject": "c1", "attribute": "email"}))
         assert [f["value"] for f in email["facts"]] == [f"c1@{written.markers[reader.tenant]}.example"]
+
+
+def test_concurrent_reads_answered_together_keep_each_keys_tenant_and_reader(server: Server,
+                                                                               written: World) -> None:
+    """`sgam serve` answers concurrent `current` reads of one shape as one statement
+    (sgam/service/coalesce.py): fired all at once, from every key, each answer is still exactly
+    its own key's tenant and reader's."""
+    import httpx
+
+    reads = [(reader, subject, attribute) for reader in written.readers for subject in SUBJECTS
+             for attribute in (None, "email", "date_of_birth", "holds")] * 3
+
+    def expected(reader: Reader, subject: str, attribute: str | None) -> list[str]:
+        marker = written.markers[reader.tenant]
+        values = {"email": [f"{subject}@{marker}.example"], "holds": [f"{subject}-acct"],
+                  "date_of_birth": [written.birthdays[(reader.tenant, subject)]]
+                  if may_read_birthday(reader, subject) else []}
+        return sorted(values[attribute] if attribute else [v for vs in values.values() for v in vs])
+
+    async def main() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+            return await asyncio.gather(*(
+                client.post("/v1/current", json={"subject": subject, **({"attribute": attribute} if attribute else {})},
+                            headers={"Authorization": f"Bearer {reader.key}"})
+                for reader, subject, attribute in reads))
+
+    for (reader, subject, attribute), response in zip(reads, asyncio.run(main())):
+        assert response.status_code == 200, response.text
+        shown = sorted(str(f["value"]) for f in response.json()["facts"])
+        assert shown == expected(reader, subject, attribute), (reader.principal, reader.tenant, subject, attribute)
