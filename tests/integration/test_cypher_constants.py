@@ -64,6 +64,9 @@ BUILT: dict[str, Callable[[MemoryGraph], list[str]]] = {
         graph._subject_of({"tenant": "t", "memory_id": "m1"})[0],
         # ANSWERED: a typed read and its check of the tenant and subject, in one statement
         next(graph._checked("current", {"tenant": "t", "subject": "s"}, FACT_COLUMNS)()).query,
+        # BATCHED: many such reads as one statement (current_many)
+        next(graph._each_checked("current", graph._many("t", ["s", "u"], None, None, False, None, "raise"),
+                                 FACT_COLUMNS)()).query,
     ],
     "sgam.integrations.langgraph": lambda graph: [langgraph.current_items_query(langgraph.store_schema())],
 }
