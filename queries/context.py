@@ -643,7 +643,9 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
             notes.append(f"subjects found by name in the question: {', '.join(subject_list)}")
 
     # 2. exact state: valid at the instant, believed now
-    every: list[Fact] = []
+    # The stored maps of every fact valid at the instant; only the exact ones (and, when expanding,
+    # the rest as graph evidence) are decoded into Facts.
+    every: list[dict[str, Any]] = []
     for subject in dict.fromkeys(subject_list):
         if intent.start is not None:
             rows = yield _named("valid-during", FACT_COLUMNS, tenant=tenant, subject=subject, attribute=None,
@@ -652,10 +654,10 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
         else:
             rows = yield _named("as-of", FACT_COLUMNS, tenant=tenant, subject=subject, attribute=None,
                                 valid_at=instant, known_at=None, principal=principal, memory_types=types)
-        every += [fact_from_properties(r["fact"]) for r in rows]
-    in_play = wanted or attributes_in_play(question, {f.attribute for f in every}) \
-        or sorted({f.attribute for f in every})
-    exact = [f for f in every if f.attribute in in_play]
+        every += [r["fact"] for r in rows]
+    present = {props["attribute"] for props in every}
+    in_play = wanted or attributes_in_play(question, present) or sorted(present)
+    exact = [fact_from_properties(props) for props in every if props["attribute"] in in_play]
     exact_ids = {f.memory_id for f in exact}
 
     # 3. expansion: graph traversal, full text, vectors
@@ -667,9 +669,9 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
             for row in rows:
                 if row["kind"] == "episode":
                     found.add_episode("graph", _episode(row["episode"]))
-            for fact in every:
-                if fact.memory_id not in exact_ids:
-                    found.add_fact("graph", fact)
+            for props in every:
+                if props["memory_id"] not in exact_ids:
+                    found.add_fact("graph", fact_from_properties(props))
             for row in sorted((r for r in rows if r["kind"] == "fact"), key=lambda r: r["distance"]):
                 found.add_fact("graph", fact_from_properties(row["fact"]))
         if terms:
