@@ -18,6 +18,7 @@ is sent after the read arrived, so it sees every write committed before it arriv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,16 +76,14 @@ class Coalescer:
         subjects = list(dict.fromkeys(subject for subject, _ in live))
         options: dict[str, Any] = {"principal": principal, "include_candidates": include_candidates,
                                    "memory_types": types if types is None or isinstance(types, str) else list(types)}
-        try:
-            if len(subjects) == 1:   # alone: the read as the API runs it
-                found: dict[str, Any] = {subjects[0]: await self.graph.current(tenant, subjects[0], attribute,
-                                                                               **options)}
-            else:
-                found = await self.graph.current_many(tenant, subjects, attribute, errors="return", **options)
-        except Exception:
+        found: dict[str, Any] | None = None
+        if len(subjects) > 1:
             # A failure of the whole statement (a lost connection, a bad argument of one read):
             # each read then runs alone and meets its own answer or error, as it would have
             # without coalescing.
+            with contextlib.suppress(Exception):
+                found = await self.graph.current_many(tenant, subjects, attribute, errors="return", **options)
+        if found is None:   # alone, or after such a failure: each read as the API runs it
             results = await asyncio.gather(*(self.graph.current(tenant, s, attribute, **options) for s in subjects),
                                            return_exceptions=True)
             found = dict(zip(subjects, results))

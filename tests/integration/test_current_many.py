@@ -128,10 +128,15 @@ class Counting(AsyncMemoryGraph):
     """The real async graph, counting the statements current_many sends (never a stand-in)."""
 
     batches: list[int]
+    alone: int = 0
 
     async def current_many(self, tenant: str, subjects: Any, *args: Any, **kwargs: Any) -> Any:
         self.batches.append(len(subjects))
         return await super().current_many(tenant, subjects, *args, **kwargs)
+
+    async def current(self, *args: Any, **kwargs: Any) -> Any:
+        self.alone += 1
+        return await super().current(*args, **kwargs)
 
 
 def test_concurrent_reads_are_batched_and_each_gets_its_own_answer(
@@ -162,6 +167,11 @@ def test_concurrent_reads_are_batched_and_each_gets_its_own_answer(
             unknown = await asyncio.gather(*(coalescer.current(world, s, "favourite_colour") for s in STORED),
                                            return_exceptions=True)
             assert all(isinstance(e, UnknownAttribute) for e in unknown)
+            # A lone read goes as current, once, error or not.
+            before = agraph.alone
+            with pytest.raises(UnknownSubject):
+                await coalescer.current(world, "nobody", principal="user:ada")
+            assert agraph.alone == before + 1
             assert not coalescer._waiting and not coalescer._draining
             return answers, agraph.batches
         finally:
