@@ -480,9 +480,9 @@ class _Queries:
             raise InvalidDelta(f"subjects must be a list of entity ids, not {subjects!r:.80}: use current() for one")
         if errors not in ("raise", "return"):
             raise InvalidDelta(f"errors must be 'raise' or 'return', not {errors!r:.80}")
-        slot = self._slot(tenant, "", attribute, principal)
-        return [{**slot, "subject": subject, **self._statuses(include_candidates), "memory_types": memory_types}
-                for subject in dict.fromkeys(subjects)]
+        shared = {**self._slot(tenant, "", attribute, principal), **self._statuses(include_candidates),
+                  "memory_types": memory_types}
+        return [{**shared, "subject": subject} for subject in dict.fromkeys(subjects)]
 
     @staticmethod
     def _by_subject(reads: list[dict[str, Any]], answers: list[Any], errors: str) -> dict[str, Any]:
