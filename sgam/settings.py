@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, \
+    field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sgam.graph.errors import InvalidSetting, ProvisioningError, validation_problems
@@ -148,6 +150,14 @@ class Settings(BaseSettings):
     placement: Placement | None = None
     placement_file: Path = Field(default_factory=_default_placement)
 
+    @field_validator("heap_size", "pagecache_size")
+    @classmethod
+    def _size(cls, size: str, info: ValidationInfo) -> str:
+        if size == "auto" or re.fullmatch(r"[1-9][0-9]{0,6}[kmg]", size):
+            return size
+        raise ValueError(f"SGAM_{str(info.field_name).upper()} must be 'auto' (sized from this machine's memory) "
+                         f"or a whole number with k, m or g, such as 512m or 2g; got {size!r:.40}")
+
     @field_validator("neo4j_uri")
     @classmethod
     def _bolt(cls, uri: str | None) -> str | None:
@@ -168,8 +178,10 @@ class Settings(BaseSettings):
     apoc_version: str = "5.26.19"
     bolt_port: int = Field(default=7687, ge=1, le=65535)
     http_port: int = Field(default=7474, ge=1, le=65535)
-    heap_size: str = "1g"
-    pagecache_size: str = "512m"
+    # "auto": sized from the machine's memory when the server's config is written
+    # (``sgam.local.server.memory_sizes``); else a size such as 512m or 2g.
+    heap_size: str = "auto"
+    pagecache_size: str = "auto"
     start_timeout: float = 120.0
 
     # The write path: how far after now a valid_from may lie (a scheduled change) before it is

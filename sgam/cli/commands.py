@@ -53,8 +53,9 @@ def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = Ht
     from sgam.local.server import LocalServer
 
     settings = _settings(home, bolt_port, http_port)
+    server = LocalServer(settings)
     with console.status("Starting Neo4j (the first run resolves the server from Maven Central)..."):
-        info = LocalServer(settings).up()
+        info = server.up()
         graph = MemoryGraph.connect(info.uri, _local_auth(settings), settings=settings)
         graph.close()
     console.print(f"Neo4j is running (pid {info.pid}) and the SGAM schema is applied.")
@@ -62,6 +63,8 @@ def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = Ht
     console.print(f"  Browser:     {info.browser_url}")
     console.print(f"  Credentials: {info.credentials_path} (user {info.user})")
     console.print(f"  Logs:        {info.logs_dir}")
+    heap, pagecache = server.memory
+    console.print(f"  Memory:      heap {heap}, page cache {pagecache} (SGAM_HEAP_SIZE, SGAM_PAGECACHE_SIZE)")
 
 
 def _local_auth(settings: Settings) -> tuple[str, str]:

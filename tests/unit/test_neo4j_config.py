@@ -7,8 +7,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
-from sgam.local.server import LocalServer, jar_artifact, restrict_tree
+from sgam.graph.errors import InvalidSetting
+from sgam.local.server import LocalServer, jar_artifact, machine_memory, memory_sizes, restrict_tree
 from sgam.settings import Settings
 
 
@@ -92,3 +94,65 @@ def test_a_plugin_dependency_is_matched_to_the_servers_by_artifact(jar: str, art
     """A dependency of APOC the server's lib already has (another version) is left out of
     plugins/, which comes first on the classpath: matched by group and artifact, not version."""
     assert jar_artifact(jar) == artifact
+
+
+# -- memory: "auto" is an eighth of the machine's memory each, within bounds -----------------------
+
+MIB = 1 << 20
+
+
+def _mib(size: str) -> int:
+    assert size.endswith("m"), size
+    return int(size[:-1])
+
+
+@given(st.integers(min_value=1, max_value=1 << 42))
+def test_auto_memory_is_an_eighth_of_the_machine_within_bounds(total: int) -> None:
+    heap, cache = (_mib(s) for s in memory_sizes(total))
+    eighth = total / 8 / MIB
+    for size, low, high in ((heap, 1024, 4096), (cache, 512, 4096)):
+        assert size % 256 == 0
+        assert low <= size <= high
+        if low < size < high:  # not clamped: the eighth, rounded down to a 256 MiB step
+            assert size <= eighth < size + 256
+        elif size == low and low < high:
+            assert eighth < low + 256
+        else:
+            assert eighth >= high
+
+
+def test_auto_memory_on_known_machines() -> None:
+    assert memory_sizes(24 << 30) == ("3072m", "3072m")
+    assert memory_sizes(8 << 30) == ("1024m", "1024m")
+    assert memory_sizes(2 << 30) == ("1024m", "512m")
+    assert memory_sizes(128 << 30) == ("4096m", "4096m")
+    assert memory_sizes(None) == ("1g", "512m")  # unknown: Neo4j's small defaults
+
+
+def test_the_config_and_the_jvm_get_the_same_resolved_memory(tmp_path: Path) -> None:
+    server = LocalServer(Settings(home=tmp_path / "home", bolt_port=7991, http_port=7992))
+    heap, cache = server.memory
+    assert (heap, cache) == memory_sizes(machine_memory())
+    conf = server._config()
+    assert conf["server.memory.heap.initial_size"] == conf["server.memory.heap.max_size"] == heap
+    assert conf["server.memory.pagecache.size"] == cache
+    command = server._java_command("java")
+    assert f"-Xms{heap}" in command and f"-Xmx{heap}" in command
+    assert "auto" not in " ".join([*conf.values(), *command])
+
+
+def test_a_size_given_is_kept_and_only_auto_is_resolved(tmp_path: Path) -> None:
+    server = LocalServer(Settings(home=tmp_path / "home", heap_size="2g", pagecache_size="auto"))
+    assert server.memory == ("2g", memory_sizes(machine_memory())[1])
+    assert LocalServer(Settings(home=tmp_path / "h2", heap_size="768m", pagecache_size="64m")).memory == ("768m", "64m")
+
+
+@pytest.mark.parametrize("variable", ["SGAM_HEAP_SIZE", "SGAM_PAGECACHE_SIZE"])
+@pytest.mark.parametrize("bad", ["2G", "1.5g", "0m", "lots", "", "-1g", "2 g", "512"])
+def test_a_bad_memory_size_names_the_variable_and_the_form(monkeypatch: pytest.MonkeyPatch, variable: str,
+                                                            bad: str) -> None:
+    monkeypatch.setenv(variable, bad)
+    with pytest.raises(InvalidSetting) as caught:
+        Settings()
+    message = str(caught.value)
+    assert variable in message and "'auto'" in message and "2g" in message and repr(bad) in message
