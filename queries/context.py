@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import partial
@@ -645,16 +645,29 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     # 2. exact state: valid at the instant, believed now
     # The stored maps of every fact valid at the instant; only the exact ones (and, when expanding,
     # the rest as graph evidence) are decoded into Facts.
-    every: list[dict[str, Any]] = []
-    for subject in dict.fromkeys(subject_list):
-        if intent.start is not None:
-            rows = yield _named("valid-during", FACT_COLUMNS, tenant=tenant, subject=subject, attribute=None,
-                                valid_from=intent.start, valid_to=intent.end, known_at=None,
-                                principal=principal, memory_types=types)
-        else:
-            rows = yield _named("as-of", FACT_COLUMNS, tenant=tenant, subject=subject, attribute=None,
-                                valid_at=instant, known_at=None, principal=principal, memory_types=types)
-        every += [r["fact"] for r in rows]
+    def exact_rows(attribute: str | None) -> Generator[Read, Any, list[dict[str, Any]]]:
+        found: list[dict[str, Any]] = []
+        for subject in dict.fromkeys(subject_list):
+            if intent.start is not None:
+                rows = yield _named("valid-during", FACT_COLUMNS, tenant=tenant, subject=subject,
+                                    attribute=attribute, valid_from=intent.start, valid_to=intent.end,
+                                    known_at=None, principal=principal, memory_types=types)
+            else:
+                rows = yield _named("as-of", FACT_COLUMNS, tenant=tenant, subject=subject, attribute=attribute,
+                                    valid_at=instant, known_at=None, principal=principal, memory_types=types)
+            found += [r["fact"] for r in rows]
+        return found
+
+    # Without expansion a subject's other facts would only be read to be dropped, so when one
+    # attribute is in play (the one asked, or the only one of the schema's that the question names)
+    # only its slot is read. If the subjects hold none of it, every fact is read after all: the
+    # attributes in play are then all the subjects have, as without the shortcut.
+    named = wanted or ([] if schema is None or expand is not False
+                       else attributes_in_play(question, schema.attributes))
+    only = named[0] if expand is False and len(named) == 1 else None
+    every = yield from exact_rows(only)
+    if only is not None and not wanted and not any(props["attribute"] == only for props in every):
+        every = yield from exact_rows(None)
     present = {props["attribute"] for props in every}
     in_play = wanted or attributes_in_play(question, present) or sorted(present)
     exact = [fact_from_properties(props) for props in every if props["attribute"] in in_play]

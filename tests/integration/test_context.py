@@ -16,10 +16,12 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from sgam import AsyncMemoryGraph, MemoryGraph, SgamError, UnknownTenant
 from sgam.cli import app
+from sgam.graph.models import MemoryDelta
 from sgam.graph.schema import default_schema
 from sgam.queries.context import Context, ContextBudgetExceeded
 from sgam.queries.embeddings import EmbeddingsUnavailable, default_embedder
@@ -396,3 +398,59 @@ def test_cli_context(env: None, graph: MemoryGraph, tenant: str, cleanup: list[s
     assert result.exit_code == 4 and f"tenant '{tenant}-none' holds nothing" in result.stderr
     result = runner.invoke(app, ["context", "-t", tenant, "What is the weather on Mars?", "--no-expand"])
     assert result.exit_code == 0 and "no stored memory" in result.stdout
+
+
+# -- exact facts only: which facts are read and kept ---------------------------------------------
+
+# String attributes of a Customer in the default schema whose names share no word, so that a
+# question names exactly the attributes the test writes into it.
+DISTINCT_WORDS = ("email", "address", "country", "tax_id")
+VALUES = {"email": ("a@example.org", "b@example.org", "c@example.org"),
+          "address": ("1 Main Street", "2 High Street", "3 Mill Lane"),
+          "country": ("DE", "FR", "IT"), "tax_id": ("DE123456789", "FR12345678901", "IT12345678901")}
+INSTANTS = (utc(2024, 3, 1), utc(2025, 3, 1), utc(2026, 3, 1))
+
+
+@st.composite
+def exact_cases(draw: st.DrawFn) -> dict[str, Any]:
+    facts = draw(st.lists(st.tuples(st.sampled_from(("s1", "s2")), st.sampled_from(DISTINCT_WORDS),
+                                     st.sampled_from((0, 1, 2)), st.sampled_from(INSTANTS)),
+                          max_size=10))
+    subjects = draw(st.sampled_from((["s1"], ["s2"], ["s1", "s2"])))
+    for subject in subjects:  # each subject asked about is stored (else the read says it is unknown)
+        if all(f[0] != subject for f in facts):
+            facts.append((subject, draw(st.sampled_from(DISTINCT_WORDS)), 0, draw(st.sampled_from(INSTANTS))))
+    named = draw(st.lists(st.sampled_from(DISTINCT_WORDS), max_size=2, unique=True))
+    asked = draw(st.none() | st.lists(st.sampled_from(DISTINCT_WORDS), min_size=1, max_size=2, unique=True))
+    return {"facts": facts, "subjects": subjects, "named": named, "asked": asked,
+            "valid_at": draw(st.sampled_from((*INSTANTS, utc(2026, 9, 1))))}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=exact_cases())
+def test_exact_facts_are_those_of_the_attributes_in_play(graph: MemoryGraph, case: dict[str, Any]) -> None:
+    """The specification of an exact-only context: its facts are those valid at the instant and
+    believed now, of the attributes in play: the ones asked, else those the question names that the
+    subjects have, else all the subjects have. The oracle reads each subject's facts with
+    ``as_of`` and applies that rule; the context reads only one slot when one attribute is in play."""
+    tenant = f"ctx-exact-{uuid.uuid4().hex[:8]}"
+    try:
+        graph.record_episode(tenant_id=tenant, id="e1", content="facts", occurred_at=utc(2024, 1, 1))
+        written = graph.write_many([
+            MemoryDelta(tenant_id=tenant, subject=subject, subject_type="Customer", attribute=attribute,
+                        value=VALUES[attribute][value], valid_from=since, source_episode_id="e1",
+                        asserted_by="user:test")
+            for subject, attribute, value, since in case["facts"]])
+        assert not written.rejected, written.rejected
+        instant = case["valid_at"]
+        question = "Tell me " + " and ".join(a.replace("_", " ") for a in case["named"]) + " of them"
+        stored = [f for s in case["subjects"] for f in graph.as_of(tenant, s, None, valid_at=instant)]
+        present = {f.attribute for f in stored}
+        in_play = set(case["asked"] or (set(case["named"]) & present) or present)
+        options: dict[str, Any] = {} if case["asked"] is None else {"attributes": case["asked"]}
+        ctx = graph.context(tenant, question, subjects=case["subjects"], valid_at=instant, expand=False,
+                            budget_tokens=4000, **options)
+        assert {f.memory_id for f in ctx.facts} == {f.memory_id for f in stored if f.attribute in in_play}
+        assert set(ctx.attributes) == (in_play if stored else set(case["asked"] or ()))
+    finally:
+        graph.delete_tenant(tenant)
