@@ -63,7 +63,7 @@ def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = Ht
     console.print(f"  Browser:     {info.browser_url}")
     console.print(f"  Credentials: {info.credentials_path} (user {info.user})")
     console.print(f"  Logs:        {info.logs_dir}")
-    heap, pagecache = server.memory
+    heap, pagecache = server.configured_memory()
     console.print(f"  Memory:      heap {heap}, page cache {pagecache} (SGAM_HEAP_SIZE, SGAM_PAGECACHE_SIZE)")
 
 

@@ -380,6 +380,17 @@ class LocalServer:
             cache = auto_cache if cache == "auto" else cache
         return heap, cache
 
+    def configured_memory(self) -> tuple[str, str]:
+        """The heap and page cache sizes in the home's neo4j.conf (what a running server was started
+        with, even if the settings changed since); :attr:`memory` when there is no config yet."""
+        try:
+            lines = (self.conf_dir / "neo4j.conf").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return self.memory
+        conf = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+        heap, cache = self.memory
+        return conf.get("server.memory.heap.max_size", heap), conf.get("server.memory.pagecache.size", cache)
+
     def _config(self) -> dict[str, str]:
         """neo4j.conf as a dict, so a key cannot appear twice. 5.x setting names only."""
         s = self.settings

@@ -156,3 +156,13 @@ def test_a_bad_memory_size_names_the_variable_and_the_form(monkeypatch: pytest.M
         Settings()
     message = str(caught.value)
     assert variable in message and "'auto'" in message and "2g" in message and repr(bad) in message
+
+
+def test_the_memory_reported_is_the_one_written_to_the_config(tmp_path: Path) -> None:
+    """`sgam neo4j up` reports the sizes in neo4j.conf: a running server keeps the ones it started with."""
+    home = tmp_path / "home"
+    server = LocalServer(Settings(home=home, heap_size="768m", pagecache_size="128m"))
+    assert server.configured_memory() == ("768m", "128m")  # no config yet: the settings'
+    server.write_config()
+    later = LocalServer(Settings(home=home, heap_size="2g", pagecache_size="1g"))
+    assert later.configured_memory() == ("768m", "128m")
