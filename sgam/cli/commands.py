@@ -64,7 +64,8 @@ def neo4j_up(home: Path = HomeOpt, bolt_port: int = BoltOpt, http_port: int = Ht
     console.print(f"  Credentials: {info.credentials_path} (user {info.user})")
     console.print(f"  Logs:        {info.logs_dir}")
     heap, pagecache = server.configured_memory()
-    console.print(f"  Memory:      heap {heap}, page cache {pagecache} (SGAM_HEAP_SIZE, SGAM_PAGECACHE_SIZE)")
+    console.print(f"  Memory:      heap {heap}, page cache {pagecache} (SGAM_HEAP_SIZE, SGAM_PAGECACHE_SIZE)",
+                  soft_wrap=True)
 
 
 def _local_auth(settings: Settings) -> tuple[str, str]:

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from neo4j import GraphDatabase
 from neo4j.exceptions import AuthError
+from typer.testing import CliRunner
 
+from sgam.cli import app
 from sgam.graph.errors import ProvisioningError
 from sgam.local.server import LocalServer, ServerInfo
 from sgam.settings import resolve_connection
@@ -198,6 +200,20 @@ def test_the_home_is_private_to_its_user(info: ServerInfo, server: LocalServer) 
     assert _shared_bits(server.home) == {}
 
 
+def test_up_reports_the_memory_the_running_server_has(info: ServerInfo, settings: Settings,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM runs with the configured heap, and `sgam neo4j up` on the running server reports the
+    sizes it was started with, even when the settings now say otherwise (auto here)."""
+    command = Path(f"/proc/{info.pid}/cmdline").read_bytes().split(b"\0")
+    assert f"-Xmx{settings.heap_size}".encode() in command
+    monkeypatch.delenv("SGAM_HEAP_SIZE", raising=False)
+    monkeypatch.delenv("SGAM_PAGECACHE_SIZE", raising=False)
+    result = CliRunner().invoke(app, ["neo4j", "up", "--home", str(settings.home), "--bolt-port",
+                                      str(settings.bolt_port), "--http-port", str(settings.http_port)])
+    assert result.exit_code == 0, result.output
+    assert f"heap {settings.heap_size}, page cache {settings.pagecache_size}" in result.output
+
+
 def test_down_stops_the_server(info: ServerInfo, server: LocalServer, settings: Settings) -> None:
     assert server.down() is True
     status = server.status()
@@ -207,3 +223,4 @@ def test_down_stops_the_server(info: ServerInfo, server: LocalServer, settings: 
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", settings.bolt_port)) != 0
     assert server.down() is False
+
