@@ -662,9 +662,10 @@ def context_steps(tenant: str, question: str, *, subjects: str | Sequence[str] |
     # attribute is in play (the one asked, or the only one of the schema's that the question names)
     # only its slot is read. If the subjects hold none of it, every fact is read after all: the
     # attributes in play are then all the subjects have, as without the shortcut.
-    named = wanted or ([] if schema is None or expand is not False
-                       else attributes_in_play(question, schema.attributes))
-    only = named[0] if expand is False and len(named) == 1 else None
+    only = None
+    if expand is False:
+        named = wanted or ([] if schema is None else attributes_in_play(question, schema.attributes))
+        only = named[0] if len(named) == 1 else None
     every = yield from exact_rows(only)
     if only is not None and not wanted and not any(props["attribute"] == only for props in every):
         every = yield from exact_rows(None)

@@ -388,8 +388,11 @@ class LocalServer:
         except OSError:
             return self.memory
         conf = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
-        heap, cache = self.memory
-        return conf.get("server.memory.heap.max_size", heap), conf.get("server.memory.pagecache.size", cache)
+        heap, cache = conf.get("server.memory.heap.max_size"), conf.get("server.memory.pagecache.size")
+        if heap is None or cache is None:
+            own_heap, own_cache = self.memory
+            heap, cache = heap or own_heap, cache or own_cache
+        return heap, cache
 
     def _config(self) -> dict[str, str]:
         """neo4j.conf as a dict, so a key cannot appear twice. 5.x setting names only."""

@@ -206,8 +206,9 @@ def test_up_reports_the_memory_the_running_server_has(info: ServerInfo, settings
     sizes it was started with, even when the settings now say otherwise (auto here)."""
     command = Path(f"/proc/{info.pid}/cmdline").read_bytes().split(b"\0")
     assert f"-Xmx{settings.heap_size}".encode() in command
-    monkeypatch.delenv("SGAM_HEAP_SIZE", raising=False)
-    monkeypatch.delenv("SGAM_PAGECACHE_SIZE", raising=False)
+    for var in ("SGAM_HEAP_SIZE", "SGAM_PAGECACHE_SIZE", "NEO4J_URI", "NEO4J_USER", "NEO4J_PASSWORD",
+                "SGAM_NEO4J_URI", "SGAM_NEO4J_USER", "SGAM_NEO4J_PASSWORD"):  # the home's own server and credentials
+        monkeypatch.delenv(var, raising=False)
     result = CliRunner().invoke(app, ["neo4j", "up", "--home", str(settings.home), "--bolt-port",
                                       str(settings.bolt_port), "--http-port", str(settings.http_port)])
     assert result.exit_code == 0, result.output
@@ -223,4 +224,3 @@ def test_down_stops_the_server(info: ServerInfo, server: LocalServer, settings: 
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", settings.bolt_port)) != 0
     assert server.down() is False
-
