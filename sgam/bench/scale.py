@@ -904,12 +904,16 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
         for size in sizes:
             t0 = time.perf_counter()
             stream.take(size - len(stream))
-            generate_s += time.perf_counter() - t0
+            generated_s = time.perf_counter() - t0
+            generate_s += generated_s
             w = min(window, max(1, size // 2))
-            log(f"size {size:,}: {stream.episode_count:,} episodes; loading {size - w:,} in bulk, "
+            log(f"size {size:,}: {stream.episode_count:,} episodes (generated in {generated_s:.1f}s); "
+                f"loading {size - w:,} in bulk, "
                 f"then {w:,} through write_many")
-            graph.delete_tenant(tenant)
+            t0 = time.perf_counter()
+            graph.delete_tenant(tenant)  # the previous size's
             graph.delete_tenant(raw_tenant)
+            clear_s = time.perf_counter() - t0
             sgam_mb: dict[str, float | None] = {}
             # every episode so far is cited: each one's first delta is among the first `size`
             episodes_s = 0.0
@@ -919,6 +923,8 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 graph.record_episodes(batch_of_episodes)
                 episodes_s += time.perf_counter() - t0
             del batch_of_episodes
+            log(f"  removed the previous size's tenant in {clear_s:.1f}s; recorded {stream.episode_count:,} "
+                f"episodes in {episodes_s:.1f}s")
 
             bulk_cpu: dict[str, float | None] = {}
             with memory.phase("bulk_import", sgam_mb), cpu_split(uri, bulk_cpu):  # models built chunk by chunk
@@ -955,7 +961,8 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                            "believed_rows": counts["believed"]},
                 "bulk_import": {"deltas": size - w, "seconds": round(bulk_s, 3),
                                 "facts_per_s": round((size - w) / bulk_s, 1),
-                                "episodes_seconds": round(episodes_s, 3), "cpu": bulk_cpu},
+                                "episodes_seconds": round(episodes_s, 3), "cpu": bulk_cpu,
+                                "clear_previous_seconds": round(clear_s, 3)},
                 "writes": {"sgam_facts_per_s": round(w / write_s, 1), "raw_facts_per_s": round(w / raw_s, 1),
                            "sgam_seconds": round(write_s, 3), "raw_seconds": round(raw_s, 3),
                            "ratio": round(write_s / raw_s, 3),
@@ -997,11 +1004,13 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
     finally:
         logging.getLogger("neo4j").removeHandler(retries)
         if not keep:
+            t0 = time.perf_counter()
             for t in (tenant, raw_tenant):
                 try:
                     graph.delete_tenant(t)
                 except Exception as exc:  # noqa: BLE001 - report, do not mask the real error
                     log(f"cleanup of {t} failed: {exc}")
+            log(f"removed the benchmark's tenants in {time.perf_counter() - t0:.1f}s")
         graph.close()
     result["finished_at"] = datetime.now(timezone.utc).isoformat()
     result["machine"]["loadavg_1_5_15_end"] = loadavg()

@@ -1,0 +1,76 @@
+"""The write path's keyed lookups plan as index seeks, whatever the server's statistics say.
+
+A statement that looks up one node per row by its key (``UNWIND $ids AS id MATCH (x:Episode
+{tenant_id: $tenant, id: id})``) can be planned as a scan of the whole index per row: the planner
+picks it when its statistics say the label is empty (a new server, or one whose tenants were just
+deleted) and keeps the plan cached until they move, while the label fills. ``USING INDEX`` still
+allowed that scan; these statements say ``USING INDEX SEEK``. Each is planned here on labels
+that are empty for certain: its labels renamed to new ones, each with the key constraint of the
+label it stands for, and every index it reads must be read by a seek.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sgam import MemoryGraph
+from sgam.graph import bulk, writes
+
+KEYED = {
+    "writes.CHECK_STORED": writes.CHECK_STORED,
+    "writes.lock_and_read_query": writes.lock_and_read_query(("HOME_CITY", "COVERED_BY")),
+    "bulk.MISSING_EPISODES": bulk.MISSING_EPISODES,
+    "bulk.MERGE_MENTIONS": bulk.MERGE_MENTIONS,
+}
+# Each label these statements look up by key, with its key (graph/ddl.py's uniqueness constraints).
+KEYS = {"Episode": ("tenant_id", "id"), "Entity": ("tenant_id", "id"), "Tombstone": ("tenant_id", "subject"),
+        "Ledger": ("tenant_id", "subject", "attribute")}
+ROWS = 5_000
+SCANS = ("NodeIndexScan", "NodeUniqueIndexScan", "NodeByLabelScan", "AllNodesScan")
+
+
+def _operators(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    yield plan.get("operatorType", "").split("@")[0], str(plan.get("args", {}).get("Details", ""))
+    for child in plan.get("children", []):
+        yield from _operators(child)
+
+
+@pytest.fixture
+def empty_labels(graph: MemoryGraph) -> Iterator[dict[str, str]]:
+    """A new, empty label for each of ``KEYS``, with the same key constraint; dropped afterwards."""
+    suffix = uuid.uuid4().hex[:8]
+    labels = {label: f"{label}_plan_{suffix}" for label in KEYS}
+    names = []
+    with graph.store.driver.session() as session:
+        try:
+            for label, renamed in labels.items():
+                names.append(f"plan_test_{renamed.lower()}")
+                keys = ", ".join(f"x.{k}" for k in KEYS[label])
+                session.run(f"CREATE CONSTRAINT {names[-1]} FOR (x:{renamed}) REQUIRE ({keys}) IS UNIQUE").consume()
+            session.run("CALL db.awaitIndexes(120)").consume()
+            for label, renamed in labels.items():  # rows the planner's statistics have not sampled yet
+                keys = ", ".join(f"{k}: toString(i)" for k in KEYS[label][1:])
+                session.run(f"UNWIND range(1, $n) AS i CREATE (:{renamed} {{tenant_id: 't', {keys}}})",
+                            n=ROWS).consume()
+            yield labels
+        finally:
+            for renamed in labels.values():
+                session.run(f"MATCH (x:{renamed}) DELETE x").consume()
+            for name in names:
+                session.run(f"DROP CONSTRAINT {name} IF EXISTS").consume()
+
+
+@pytest.mark.parametrize("name", sorted(KEYED))
+def test_keyed_lookups_seek_on_empty_labels(graph: MemoryGraph, empty_labels: dict[str, str], name: str) -> None:
+    text = re.sub(r":(%s)\b" % "|".join(KEYS), lambda m: ":" + empty_labels[m.group(1)], KEYED[name])
+    assert text != KEYED[name]
+    operators = list(_operators(graph.store.explain(text)))
+    scans = [(op, details) for op, details in operators if op in SCANS]
+    assert not scans, f"{name} scans instead of seeking: {scans}"
+    seeks = [details for op, details in operators if "IndexSeek" in op]
+    assert seeks, f"{name} plans no index seek: {operators}"
