@@ -30,11 +30,15 @@ from .errors import Conflict, InvalidDelta
 from .models import Episode
 from .steps import InTx, Operation, Records, Statement
 
+# Per-row lookups by key, hinted to seek: a plan made while the label looked empty (after a
+# tenant's deletion, say) could scan the index once per row (see ``writes.CHECK_STORED``).
 LOOKUP = """
 UNWIND $episodes AS ep
 OPTIONAL MATCH (byid:Episode {tenant_id: ep.tenant_id, id: ep.id})
+  USING INDEX SEEK byid:Episode(tenant_id, id)
 CALL (ep) {
   OPTIONAL MATCH (same:Episode {tenant_id: ep.tenant_id, content_hash: ep.content_hash})
+    USING INDEX SEEK same:Episode(tenant_id, content_hash)
   RETURN same.id AS same_id ORDER BY same.recorded_at, same.id LIMIT 1
 }
 RETURN ep.tenant_id AS tenant_id, ep.id AS id, ep.content_hash AS content_hash,
@@ -52,6 +56,7 @@ RETURN ep.tenant_id AS tenant_id, ep.id AS id, e.id AS stored_id,
 QUEUE_RECORDED = """
 UNWIND $ids AS id
 MATCH (e:Episode {tenant_id: $tenant, id: id})
+  USING INDEX SEEK e:Episode(tenant_id, id)
 WHERE e.status = 'recorded'
 SET e.status = 'pending', e.queued_at = $now
 """

@@ -19,17 +19,20 @@ from typing import Any
 import pytest
 
 from sgam import MemoryGraph
-from sgam.graph import bulk, writes
+from sgam.graph import bulk, recording, writes
 
 KEYED = {
     "writes.CHECK_STORED": writes.CHECK_STORED,
     "writes.lock_and_read_query": writes.lock_and_read_query(("HOME_CITY", "COVERED_BY")),
     "bulk.MISSING_EPISODES": bulk.MISSING_EPISODES,
     "bulk.MERGE_MENTIONS": bulk.MERGE_MENTIONS,
+    "recording.LOOKUP": recording.LOOKUP,
+    "recording.QUEUE_RECORDED": recording.QUEUE_RECORDED,
 }
-# Each label these statements look up by key, with its key (graph/ddl.py's uniqueness constraints).
-KEYS = {"Episode": ("tenant_id", "id"), "Entity": ("tenant_id", "id"), "Tombstone": ("tenant_id", "subject"),
-        "Ledger": ("tenant_id", "subject", "attribute")}
+# Each label these statements look up by key, with its keys as graph/ddl.py indexes them: the first
+# under a uniqueness constraint, the others under a range index.
+KEYS = {"Episode": (("tenant_id", "id"), ("tenant_id", "content_hash")), "Entity": (("tenant_id", "id"),),
+        "Tombstone": (("tenant_id", "subject"),), "Ledger": (("tenant_id", "subject", "attribute"),)}
 ROWS = 5_000
 SCANS = ("NodeIndexScan", "NodeUniqueIndexScan", "NodeByLabelScan", "AllNodesScan")
 
@@ -45,17 +48,19 @@ def empty_labels(graph: MemoryGraph) -> Iterator[dict[str, str]]:
     """A new, empty label for each of ``KEYS``, with the same key constraint; dropped afterwards."""
     suffix = uuid.uuid4().hex[:8]
     labels = {label: f"{label}_plan_{suffix}" for label in KEYS}
-    names = []
+    names: list[str] = []
     with graph.store.driver.session() as session:
         try:
             for label, renamed in labels.items():
-                names.append(f"plan_test_{renamed.lower()}")
-                keys = ", ".join(f"x.{k}" for k in KEYS[label])
-                session.run(f"CREATE CONSTRAINT {names[-1]} FOR (x:{renamed}) REQUIRE ({keys}) IS UNIQUE").consume()
+                for n, key in enumerate(KEYS[label]):
+                    names.append(f"plan_test_{renamed.lower()}_{n}")
+                    props = ", ".join(f"x.{k}" for k in key)
+                    session.run(f"CREATE CONSTRAINT {names[-1]} FOR (x:{renamed}) REQUIRE ({props}) IS UNIQUE" if n == 0
+                                else f"CREATE INDEX {names[-1]} FOR (x:{renamed}) ON ({props})").consume()
             session.run("CALL db.awaitIndexes(120)").consume()
             for label, renamed in labels.items():  # rows the planner's statistics have not sampled yet
-                keys = ", ".join(f"{k}: toString(i)" for k in KEYS[label][1:])
-                session.run(f"UNWIND range(1, $n) AS i CREATE (:{renamed} {{tenant_id: 't', {keys}}})",
+                props = ", ".join(sorted({f"{k}: toString(i)" for key in KEYS[label] for k in key[1:]}))
+                session.run(f"UNWIND range(1, $n) AS i CREATE (:{renamed} {{tenant_id: 't', {props}}})",
                             n=ROWS).consume()
             yield labels
         finally:
@@ -63,6 +68,7 @@ def empty_labels(graph: MemoryGraph) -> Iterator[dict[str, str]]:
                 session.run(f"MATCH (x:{renamed}) DELETE x").consume()
             for name in names:
                 session.run(f"DROP CONSTRAINT {name} IF EXISTS").consume()
+                session.run(f"DROP INDEX {name} IF EXISTS").consume()
 
 
 @pytest.mark.parametrize("name", sorted(KEYED))
