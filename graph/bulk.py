@@ -47,8 +47,8 @@ from .models import MemoryDelta
 from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
 from .steps import Auto, InTx, Operation, Read, Records, Statement, Write
-from .writes import BatchResult, DeltaResult, entities_of, Prepared, mentions_of, prepare, \
-    write_steps
+from .writes import BatchResult, DeltaResult, entities_of, Planned, Prepared, mentions_of, plan_ahead, \
+    prepare, write_steps
 
 # Chunks of 5,000 deltas: at 1M deltas they took 430 s against 473 s for 20,000 (the server's
 # CPU 260 s against 315 s: a smaller transaction's state costs it less); sgam/bench/README.md.
@@ -342,28 +342,35 @@ def _pack(subjects: array[int], subject_order: array[int], entity_count: int,
     return order, tuple(bounds)
 
 
-def prepared_ahead(deltas: Sequence[MemoryDelta], chunks: Iterable[array[int]],
-                   schema: Schema) -> Iterator[tuple[array[int], list[Prepared]]]:
-    """Each chunk with its :func:`prepare_all`, the next one prepared in a worker thread while the
-    caller writes this one.
+def _ready(deltas: Sequence[MemoryDelta], chunk: array[int], schema: Schema,
+           plan: Callable[[list[Prepared]], Planned | None] | None) -> tuple[list[Prepared], Planned | None]:
+    ready = prepare_all(deltas, chunk, schema)
+    return ready, None if plan is None else plan(ready)
 
-    Reading the deltas and the schema checks are a quarter of an import's Python time, and a chunk's
-    transaction mostly waits on the server (the driver releases the GIL there), so on two cores
-    they overlap. Memory stays bounded by chunks, not by the history: the chunk being written,
-    the next one being prepared, and while that starts, what is left of the one before (up to
-    three chunks' deltas, measured). An error of the next chunk is raised when the caller asks
-    for it, as before.
+
+def prepared_ahead(deltas: Sequence[MemoryDelta], chunks: Iterable[array[int]], schema: Schema,
+                   plan: Callable[[list[Prepared]], Planned | None] | None = None,
+                   ) -> Iterator[tuple[array[int], list[Prepared], Planned | None]]:
+    """Each chunk with its :func:`prepare_all` and, given ``plan``, its plan (``writes.plan_ahead``),
+    the next one prepared and planned in a worker thread while the caller writes this one.
+
+    Reading the deltas and the schema checks are a quarter of an import's Python time, reconciling
+    them most of the rest, and a chunk's transaction mostly waits on the server (the driver
+    releases the GIL there), so on two cores they overlap. Memory stays bounded by chunks, not by
+    the history: the chunk being written, the next one being prepared, and while that starts, what
+    is left of the one before (up to three chunks' deltas, measured). An error of the next chunk
+    is raised when the caller asks for it, as before.
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sgam-import") as worker:
         queue = iter(chunks)
         chunk = next(queue, None)
-        pending = None if chunk is None else worker.submit(prepare_all, deltas, chunk, schema)
+        pending = None if chunk is None else worker.submit(_ready, deltas, chunk, schema, plan)
         while chunk is not None and pending is not None:
             following = next(queue, None)
-            ready = pending.result()
-            pending = None if following is None else worker.submit(prepare_all, deltas, following, schema)
-            yield chunk, ready
-            del ready
+            ready, planned = pending.result()
+            pending = None if following is None else worker.submit(_ready, deltas, following, schema, plan)
+            yield chunk, ready, planned
+            del ready, planned
             chunk = following
 
 
@@ -395,12 +402,14 @@ ChunkSteps = Generator[Statement, Records, tuple[BatchResult, dict[str, int]]]
 
 
 def chunk_steps(ready: Sequence[Prepared], schema: Schema, clock: Callable[[], datetime],
-                step: RunStep, max_future: timedelta = DEFAULT_MAX_FUTURE) -> ChunkSteps:
-    """One chunk's transaction: the ordinary write (its checks done by :func:`check_steps`), the
-    chunk's ``MENTIONS`` links, and the run's advance past it (so a committed chunk is recorded).
-    Returns the batch and the run's outcome tallies after it."""
+                step: RunStep, max_future: timedelta = DEFAULT_MAX_FUTURE,
+                planned: Planned | None = None) -> ChunkSteps:
+    """One chunk's transaction: the ordinary write (its checks done by :func:`check_steps`; with
+    ``planned``, its plan made ahead: ``writes.plan_ahead``), the chunk's ``MENTIONS`` links, and
+    the run's advance past it (so a committed chunk is recorded). Returns the batch and the run's
+    outcome tallies after it."""
     batch = yield from write_steps(ready, (), schema, clock, True, checked=True, mentions=False,
-                                   max_future=max_future)
+                                   max_future=max_future, planned=planned)
     links = mentions_of(ready)
     if links:
         yield Statement(MERGE_MENTIONS, {"mentions": links})
@@ -680,12 +689,17 @@ def import_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[],
         outcomes.fill((plan.order[i] for i in range(done)), EARLIER)
     earlier = tallies = dict(zip(run["outcome_names"], run["outcome_counts"]))
     try:
-        for number, (chunk, ready) in enumerate(prepared_ahead(deltas, plan.chunks(first), schema), start=first):
+        ahead = prepared_ahead(deltas, plan.chunks(first), schema,
+                               lambda ready: plan_ahead(ready, schema, clock(), max_future))
+        for number, (chunk, ready, planned) in enumerate(ahead, start=first):
             step = RunStep(run["id"], plan.tenants, number, done + len(chunk), tallies)
-            batch, tallies = yield InTx(lambda: chunk_steps(ready, schema, clock, step, max_future))  # noqa: B023
+            # A retried transaction plans again: the plan made ahead is used (and changed) once.
+            attempt = iter([planned])
+            batch, tallies = yield InTx(lambda: chunk_steps(ready, schema, clock, step, max_future,  # noqa: B023
+                                                            next(attempt, None)))  # noqa: B023
             outcomes.record(batch.results)
             done = step.deltas_done
-            del ready
+            del ready, planned
             if on_progress is not None:
                 on_progress(done, plan.total)
         finished = yield Write(Statement(FINISH_RUN, {"tenants": list(plan.tenants), "run": run["id"],

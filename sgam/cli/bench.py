@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -15,15 +21,68 @@ app.add_typer(bench_app, name="bench")
 
 
 @bench_app.callback()
-def bench(ctx: typer.Context) -> None:
+def bench(ctx: typer.Context,
+          own_server: bool = typer.Option(True, "--own-server/--configured-server",
+                                          help="Without a subcommand: run on a throwaway local Neo4j of "
+                                               "its own (started in a temporary directory, removed "
+                                               "afterwards) unless NEO4J_URI names a server; or on the "
+                                               "configured one")) -> None:
     """Benchmarks; without a subcommand: scale and replay at their default sizes."""
     if ctx.invoked_subcommand is None:
         group = ctx.command
         assert isinstance(group, TyperGroup)  # a typer app with subcommands
-        for name in ("scale", "replay"):  # each with its own defaults, as if run without options
-            command = group.get_command(ctx, name)
-            with command.make_context(name, [], parent=ctx) as sub:
-                command.invoke(sub)
+        own = own_server and not os.environ.get("NEO4J_URI")
+        with _bench_server(own):
+            for name in ("scale", "replay"):  # each with its own defaults, as if run without options
+                command = group.get_command(ctx, name)
+                # on a throwaway server the last size's tenant goes with the server
+                with command.make_context(name, ["--keep"] if own and name == "scale" else [], parent=ctx) as sub:
+                    command.invoke(sub)
+
+
+@contextmanager
+def _bench_server(own: bool) -> Iterator[None]:
+    """With ``own``: a local Neo4j in a temporary home on free ports, the connection for what runs
+    inside, then stopped and removed. The benchmarks leave a million facts behind them; removing
+    them from a shared store took over two minutes of the run, removing the directory a second,
+    and every run starts from the same empty store."""
+    if not own:
+        yield
+        return
+    from sgam.local.server import LocalServer
+    from sgam.settings import Settings
+
+    home = Path(tempfile.mkdtemp(prefix="sgam-bench-"))
+    names = ("SGAM_HOME", "SGAM_BOLT_PORT", "SGAM_HTTP_PORT")
+    saved = {name: os.environ.get(name) for name in names}
+    bolt, http = _free_ports(2)
+    os.environ.update(SGAM_HOME=str(home), SGAM_BOLT_PORT=str(bolt), SGAM_HTTP_PORT=str(http))
+    server = LocalServer(Settings())
+    try:
+        err.print(f"benchmark server: {server.up().uri} (home {home}, removed afterwards)")
+        yield
+    finally:
+        try:
+            server.down()
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on the loopback now (held together while they are picked)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 @bench_app.command("baseline")

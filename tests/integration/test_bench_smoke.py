@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,27 @@ def test_service_bench_with_wrk_measures_both_paths(neo4j_connection: tuple[str,
     assert service.default_load() == "aiohttp"
     with pytest.raises(InvalidSetting, match="apt-get install wrk"):
         service.run(subjects=1, load="wrk", log=lambda line: None)
+
+
+def test_make_bench_runs_on_a_throwaway_server_it_removes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sgam bench`` without a subcommand: a server of its own, reached through the ordinary
+    connection settings by what runs inside, then stopped and its directory removed."""
+    from sgam.api import MemoryGraph
+    from sgam.cli.bench import _bench_server
+
+    for name in ("NEO4J_URI", "SGAM_HOME", "SGAM_BOLT_PORT", "SGAM_HTTP_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with _bench_server(True):
+        home = Path(os.environ["SGAM_HOME"])
+        port = int(os.environ["SGAM_BOLT_PORT"])
+        assert home.name.startswith("sgam-bench-") and port != 7687
+        graph = MemoryGraph.connect()
+        try:
+            assert graph.store.uri == f"bolt://127.0.0.1:{port}"
+            assert graph.store.read("MATCH (e:Entity) RETURN count(e) AS n", {})[0]["n"] == 0  # an empty store
+        finally:
+            graph.close()
+    assert not home.exists()
+    assert "SGAM_HOME" not in os.environ and "SGAM_BOLT_PORT" not in os.environ
+    with socket.socket() as probe:  # the server is stopped: nothing listens on its port
+        assert probe.connect_ex(("127.0.0.1", port)) != 0

@@ -264,6 +264,44 @@ def test_import_history_into_an_empty_tenant(graph: MemoryGraph, scenario: Scena
     _run(graph, scenario, write)
 
 
+@settings(SETTINGS, max_examples=50)
+@given(scenario=scenarios(), data=st.data())
+@example(scenario=LATE_B, data=None)
+def test_import_history_with_a_writer_between_its_chunks(graph: MemoryGraph, scenario: Scenario, data) -> None:
+    """The import plans each chunk ahead, as if its subjects held nothing; here another writer
+    gives the slot's subject facts after that plan was made (between the import's first chunk, a
+    filler subject, and the slot's chunk). Under the chunk's locks the import reads them and
+    plans again: the slot holds what the set of all statements says."""
+    kind = KINDS[scenario.kind]
+    arrival = scenario.arrival
+    split = data.draw(st.integers(1, max(1, len(arrival) - 1)), label="written first") if data else 1
+    first, imported = arrival[:split], arrival[split:]
+
+    def write(tenant: str, kind: Kind, oracle: Slot) -> list[datetime]:
+        filler = MemoryDelta(tenant_id=tenant, subject="zed", subject_type="Person", attribute="home_city",
+                             value="Oslo", valid_from=day(0), source_episode_id=EPISODES[0], asserted_by=ACTOR)
+        between: list[datetime] = []
+
+        def after_chunk(done: int, total: int) -> None:
+            if not between:  # after the filler's chunk: the slot's chunk is planned (or being planned)
+                result = graph.write_many([_delta(tenant, kind, s) for s in first])
+                assert not result.rejected, f"{scenario.describe()}\n{result.rejected[0].message}"
+                between.append(graph.clock())
+
+        result = graph.import_history([filler, *(_delta(tenant, kind, s) for s in imported)], chunk_size=1,
+                                      on_progress=after_chunk)
+        assert not result.rejected, f"{scenario.describe()}\n{result.rejected[0].message}"
+        assert between, "the writer never ran"
+        after = graph.clock()
+        for s in first:
+            oracle.apply(s, between[0])
+        for s in imported:
+            oracle.apply(s, after)
+        return [between[0], after]
+
+    _run(graph, scenario, write)
+
+
 def _jsonl(tenant: str, kind: Kind, arrival: tuple[Statement, ...]) -> str:
     lines = []
     for s in arrival:

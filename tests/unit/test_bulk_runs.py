@@ -148,7 +148,8 @@ def test_chunks_are_prepared_in_order_one_ahead_of_the_writer() -> None:
     deltas = _Counted(_deltas([(f"p{i % 4}", ("home_city", f"City {i}"), i, "e1", 0.9) for i in range(10)]))
     chunks = [array("q", [0, 4, 8]), array("q", [1, 5]), array("q", [2, 3, 6, 7, 9])]
     seen = []
-    for chunk, ready in prepared_ahead(deltas, chunks, SCHEMA):
+    for chunk, ready, planned in prepared_ahead(deltas, chunks, SCHEMA):
+        assert planned is None  # no plan asked for
         seen.append((list(chunk), [p.index for p in ready], [p.delta for p in ready]))
     assert deltas.readers and all(name.startswith("sgam-import") for name in deltas.readers)
     assert seen == [(list(c), list(c), [deltas[i] for i in c]) for c in chunks]
@@ -158,7 +159,7 @@ def test_a_bad_delta_raises_when_its_chunk_is_asked_for_not_before() -> None:
     deltas = _deltas([("p1", ("home_city", "Porto"), 0, "e1", 0.9), ("p2", ("home_city", "Faro"), 1, "e1", 0.9)])
     deltas[1] = deltas[1].model_copy(update={"attribute": "no_such_attribute"})
     ahead = prepared_ahead(deltas, [array("q", [0]), array("q", [1])], SCHEMA)
-    chunk, ready = next(ahead)
+    chunk, ready, _ = next(ahead)
     assert [p.index for p in ready] == [0]
     with pytest.raises(SgamError, match="delta 1: .*no_such_attribute"):
         next(ahead)
