@@ -14,7 +14,8 @@ Steps of one batch, all in one transaction:
    read the ledger of every slot the batch touches and an outline of its believed rows, and in
    full only the rows the ledger cannot stand for (candidates, and slots without a ledger yet);
    then read the clock: transaction time starts under the locks;
-3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`);
+3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`); a bulk import's chunk
+   comes reconciled ahead (:func:`plan_ahead`), which is kept only if step 2 read nothing stored;
 4. write the differences: updated rows, new attribute facts with their value nodes, new relation
    facts with their target entities, the statements appended to the ledgers, and ``MENTIONS``
    links from episodes to entities. A refused delta leaves nothing: it links nothing, and a subject
