@@ -32,9 +32,10 @@ MERGE (e:Entity {tenant_id: r.tenant_id, id: r.subject})
 MERGE (v:Value {tenant_id: r.tenant_id, key: r.node_key})
   ON CREATE SET v.value = %(value)s, v.value_type = r.props.value_type,
                 v.attribute = r.props.attribute
+WITH e, v, r, r.props AS props
 CREATE (e)-[f:RAW_FACT]->(v)
-SET f = r.props {.*, value: %(value)s, valid_from: datetime(r.props.valid_from),
-                 recorded_at: datetime(r.props.recorded_at), last_confirmed_at: datetime(r.props.last_confirmed_at)}
+SET f = props {.*, value: %(value)s, valid_from: datetime(props.valid_from),
+               recorded_at: datetime(props.recorded_at), last_confirmed_at: datetime(props.last_confirmed_at)}
 """ % {"value": "CASE r.props.value_type WHEN 'datetime' THEN datetime(r.props.value) "
                 "WHEN 'date' THEN date(r.props.value) ELSE r.props.value END"}
 
