@@ -264,7 +264,7 @@ def test_import_history_into_an_empty_tenant(graph: MemoryGraph, scenario: Scena
     _run(graph, scenario, write)
 
 
-@settings(SETTINGS, max_examples=50)
+@settings(SETTINGS, max_examples=25)
 @given(scenario=scenarios(), data=st.data())
 @example(scenario=LATE_B, data=None)
 def test_import_history_with_a_writer_between_its_chunks(graph: MemoryGraph, scenario: Scenario, data) -> None:
