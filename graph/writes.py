@@ -456,8 +456,6 @@ def plan_ahead(prepared: Sequence[Prepared], schema: Schema, now: datetime,
         results, changed, rows = _plan(ready, locked, schema, now, True, True, {}, max_future)
     except SgamError:
         return None
-    if rows.updates or rows.unused:  # nothing stored to update, no target locked: not expected
-        return None
     return Planned(now, results, changed, rows, stand_ins)
 
 
@@ -630,7 +628,7 @@ class _Locked:
 
     def holds_rows(self) -> bool:
         """Whether the lock step read anything stored: a row, a statement, an applied key."""
-        return bool(self.slots or self.points or self.applied or self.retired) or self.latest is not None
+        return bool(self.slots or self.points or self.applied) or self.latest is not None
 
 
 def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, mentioned: set[tuple[str, str]],
