@@ -178,6 +178,15 @@ READ_AUDIT = Migration(
     ),
 )
 
+# Forgetting a subject redacts its episodes (graph/forget.py): the tenant's redacted episodes by
+# time. Creating the index also makes `redacted_at` a known property key on every store, so the
+# episode reads that filter on it raise no "property key does not exist" warning (which Browser
+# shows on every run) on a store that never forgot anyone.
+REDACTED_EPISODES = Migration(
+    "0016-redacted-episodes",
+    ("CREATE INDEX sgam_episode_redacted IF NOT EXISTS FOR (e:Episode) ON (e.tenant_id, e.redacted_at)",),
+)
+
 # The schema a store runs under is stored as data; a changed definition needs a new version.
 RECORD_SCHEMA = (
     "MERGE (s:SchemaVersion {name: $name, version: $version}) "
@@ -254,7 +263,7 @@ def all_migrations(schema: Schema) -> list[Migration]:
     rel_types = schema.fact_types()
     return [CORE, *(fact_type_migration(t) for t in rel_types), SEARCH, TOMBSTONES, INGEST,
             SCHEMA_MIGRATIONS, IMPORT_RUNS, LEDGER, REPLAY_REFUSALS, DELETION_RECORDS, API_KEYS,
-            EXTRACTION_TRAIL, ALIASES, READ_AUDIT, *(fact_time_indexes_migration(t) for t in rel_types)]
+            EXTRACTION_TRAIL, ALIASES, READ_AUDIT, REDACTED_EPISODES, *(fact_time_indexes_migration(t) for t in rel_types)]
 
 
 def pending(applied: set[str], schema: Schema) -> list[Migration]:

@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property, lru_cache
 from importlib.resources import files
 from pathlib import Path
@@ -101,8 +102,24 @@ class NamedQuery:
 
     @cached_property
     def packed_text(self) -> str:
-        """The Cypher as SGAM sends it: each declared parameter read from one map (``$args.name``)."""
-        return packed(self.text, {p.name for p in self.params})
+        """The Cypher as SGAM sends it: each declared parameter read from one map (``$args.name``),
+        an instant as ``datetime($args.name)`` (see :meth:`sendable`)."""
+        return packed(self.text, {p.name for p in self.params},
+                      {p.name for p in self.params if p.type == "datetime"})
+
+    def sendable(self, bound: dict[str, Any]) -> dict[str, Any]:
+        """``bound`` as :attr:`packed_text` is sent it: an instant as ISO 8601 text, which the text
+        reads with ``datetime()`` (the driver's conversion of a ``datetime`` parameter cost about
+        0.1 ms of the client's CPU a read, 7% of a lookup). ``datetime()`` of an instant is the
+        instant, so a typed one is read right too."""
+        instants = self._instants
+        if not instants:
+            return bound
+        return {k: v.isoformat() if k in instants and isinstance(v, datetime) else v for k, v in bound.items()}
+
+    @cached_property
+    def _instants(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.params if p.type == "datetime")
 
     def statement(self, bound: dict[str, Any], columns: tuple[str, ...] | None = None) -> Statement:
         """The statement that runs this query with ``bound`` (:meth:`bind`'s answer): one map
@@ -110,7 +127,7 @@ class NamedQuery:
         (:class:`~sgam.graph.steps.Statement`). Browser and the printed examples keep the flat
         ``$name`` form of :attr:`text`. ``columns``: only these come back (:func:`projected`)."""
         return Statement(self.packed_text if columns is None else projected(self.packed_text, columns),
-                         bound, packed=True)
+                         self.sendable(bound), packed=True)
 
     def example_params(self) -> list[tuple[str, str]]:
         """The example's ``(name, Cypher expression)`` pairs, in the header's order."""
@@ -187,10 +204,18 @@ def projected(text: str, columns: tuple[str, ...]) -> str:
     return f"CALL () {{\n{text}\n}}\nRETURN {', '.join(columns)}"
 
 
-def packed(text: str, names: Iterable[str]) -> str:
-    """``text`` with each ``$name`` of ``names`` read from the one map parameter (``$args.name``)."""
-    wanted = set(names)
-    return _PARAM.sub(lambda m: f"${ARGS}.{m.group(1)}" if m.group(1) in wanted else m.group(0), text)
+def packed(text: str, names: Iterable[str], instants: Iterable[str] = ()) -> str:
+    """``text`` with each ``$name`` of ``names`` read from the one map parameter (``$args.name``);
+    those also in ``instants`` as ``datetime($args.name)`` (sent as ISO 8601 text)."""
+    wanted, typed = set(names), set(instants)
+
+    def read(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in wanted:
+            return m.group(0)
+        return f"datetime(${ARGS}.{name})" if name in typed else f"${ARGS}.{name}"
+
+    return _PARAM.sub(read, text)
 
 
 def arrow_param(line: str) -> tuple[str, str]:

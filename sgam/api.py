@@ -166,7 +166,7 @@ def _answered_text(query: str, columns: tuple[str, ...]) -> str:
 
 def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any]) -> Statement:
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``)."""
-    return Statement(_answered_text(query.packed_text, columns), args, packed=True)
+    return Statement(_answered_text(query.packed_text, columns), query.sendable(args), packed=True)
 
 
 # Many reads of one named query as one statement (current_many; the service's coalesced reads):
@@ -460,7 +460,7 @@ class _Queries:
         def steps() -> Generator[Statement, Records, list[Any]]:
             if unread:
                 self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
-            found = yield Statement(text, {"batch": [{**b, "subjects": [b["subject"]]} for b in bound]})
+            found = yield Statement(text, {"batch": [query.sendable({**b, "subjects": [b["subject"]]}) for b in bound]})
             answers: list[Any] = [None] * len(bound)
             for row in found:
                 answers[row["i"]] = row["rows"]

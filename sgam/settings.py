@@ -183,6 +183,12 @@ class Settings(BaseSettings):
     heap_size: str = "auto"
     pagecache_size: str = "auto"
     start_timeout: float = 120.0
+    # When the local server compiles a query's expressions: "compiled" when the query is planned
+    # (its first run pays a few milliseconds more, once per server); "hot" (Neo4j's default) on its
+    # 10th run, which then takes several times a usual run (the read tail on a fresh server,
+    # sgam/bench/README.md "Read tails"). The test suite's server, whose queries mostly run fewer
+    # than ten times, uses "hot".
+    cypher_expressions: Literal["compiled", "hot"] = "compiled"
 
     # The write path: how far after now a valid_from may lie (a scheduled change) before it is
     # refused as absurd; an attribute's max_future_days in the schema wins.

@@ -58,6 +58,9 @@ def server_settings() -> Settings:
         http_port=int(os.environ.get("SGAM_TEST_HTTP_PORT", "7475")),
         heap_size="1g",
         pagecache_size="512m",
+        # Most test queries run fewer than ten times: compiling each one's expressions when it is
+        # planned made the suite about 7% slower (sgam/bench/README.md, "Read tails").
+        cypher_expressions="hot",
     )
 
 

@@ -436,6 +436,10 @@ class LocalServer:
             # Bolt's Netty groups each idle 5 s before exiting, so every stop took ~10 s.
             # Connections are already closed by then; a local server need not linger.
             "internal.dbms.bolt.netty_server_shutdown_quiet_period": "1",
+            # SGAM_CYPHER_EXPRESSIONS (sgam/settings.py): "compiled" compiles a query's expressions
+            # when it is planned; Neo4j's default interprets them for the first runs and compiles
+            # them on the 10th, and that run took 14-31 ms where the others took 2-3 ms.
+            "internal.cypher.expression_engine": {"compiled": "COMPILED", "hot": "DEFAULT"}[s.cypher_expressions],
         }
 
     def _java_command(self, java: str) -> list[str]:

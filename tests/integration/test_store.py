@@ -292,6 +292,17 @@ def test_bootstrap_is_recorded_and_idempotent(graph: MemoryGraph) -> None:
     assert states == {"ONLINE"}
 
 
+def test_episode_reads_name_only_known_property_keys(graph: MemoryGraph) -> None:
+    """The episode reads filter on ``redacted_at``, which only forgetting a subject writes; the
+    bootstrap's index on it makes the key known on every store, so the server (and Browser) does
+    not warn that it does not exist on a store that never forgot anyone."""
+    keys = {r["key"] for r in graph.store.read("CALL db.propertyKeys() YIELD propertyKey RETURN propertyKey AS key", {})}
+    assert "redacted_at" in keys
+    index = graph.store.read("SHOW INDEXES YIELD name, labelsOrTypes, properties "
+                             "WHERE name = 'sgam_episode_redacted' RETURN labelsOrTypes, properties", {})
+    assert index == [{"labelsOrTypes": ["Episode"], "properties": ["tenant_id", "redacted_at"]}]
+
+
 def test_async_graph_writes_and_reads(neo4j_connection, tenant: str) -> None:
     uri, auth = neo4j_connection
 

@@ -62,6 +62,17 @@ def test_only_apoc_create_is_loaded(tmp_path: Path) -> None:
     assert conf["server.directories.plugins"] == "plugins"
 
 
+def test_expressions_are_compiled_when_planned_unless_asked_otherwise(tmp_path: Path, monkeypatch) -> None:
+    """SGAM_CYPHER_EXPRESSIONS: compiled at planning by default (no slow 10th run), or Neo4j's own."""
+    settings = dict(home=tmp_path / "home", bolt_port=7991, http_port=7992)
+    assert LocalServer(Settings(**settings))._config()["internal.cypher.expression_engine"] == "COMPILED"
+    monkeypatch.setenv("SGAM_CYPHER_EXPRESSIONS", "hot")
+    assert LocalServer(Settings(**settings))._config()["internal.cypher.expression_engine"] == "DEFAULT"
+    monkeypatch.setenv("SGAM_CYPHER_EXPRESSIONS", "sometimes")
+    with pytest.raises(InvalidSetting, match="SGAM_CYPHER_EXPRESSIONS.*'compiled' or 'hot'"):
+        Settings(**settings)
+
+
 def test_plugins_are_copied_and_replaced_but_the_users_own_stay(tmp_path: Path) -> None:
     server = LocalServer(Settings(home=tmp_path / "home", cache_dir=tmp_path / "cache",
                                   apoc_version="5.26.19"))

@@ -37,3 +37,26 @@ def test_the_packed_known_check_is_rewritten_too() -> None:
     from sgam.api import KNOWN
     text = _per_row(packed(KNOWN, ("tenant", "subjects")))
     assert "$" not in text and "args.tenant" in text and "args.subjects" in text
+
+
+def test_instants_are_sent_as_text_that_the_query_reads_as_instants() -> None:
+    """Every datetime parameter of every named query: the packed text reads it only through
+    ``datetime($args.name)``, and it is sent as ISO 8601 text; other parameters stay as they are."""
+    from datetime import datetime, timezone
+
+    from sgam.queries.loader import load_queries
+
+    instant = datetime(2026, 6, 2, 12, 30, 15, 250_000, tzinfo=timezone.utc)
+    checked = 0
+    for query in load_queries().values():
+        instants = {p.name for p in query.params if p.type == "datetime"}
+        for name in instants:
+            assert f"$args.{name}" in query.packed_text
+            assert query.packed_text.count(f"$args.{name}") == query.packed_text.count(f"datetime($args.{name})")
+            checked += 1
+        bound = {p.name: instant if p.name in instants else "x" for p in query.params}
+        sent = query.sendable({**bound, "subjects": ["s"]})
+        assert sent == {**{n: instant.isoformat() if n in instants else "x" for n in bound}, "subjects": ["s"]}
+        assert all(datetime.fromisoformat(sent[n]) == instant for n in instants)
+    assert checked >= 5  # as-of's valid_at and known_at, and other time-travel reads
+    assert packed("RETURN $a, $b, $c", {"a", "b"}, {"b"}) == "RETURN $args.a, datetime($args.b), $c"

@@ -29,3 +29,20 @@ def test_the_compose_service_runs_next_to_neo4j_on_loopback() -> None:
     assert service["build"] == "." and service["depends_on"]["neo4j"]["condition"] == "service_healthy"
     assert service["environment"]["NEO4J_URI"] == "bolt://neo4j:7687"
     assert all(port.startswith("127.0.0.1:") for port in service["ports"])
+
+
+def test_the_compose_neo4j_is_tuned_as_the_local_server() -> None:
+    """The settings `sgam neo4j up` writes beyond Neo4j's defaults for how the server behaves
+    (not its paths, ports or memory) are the compose service's too, in the image's naming
+    (``.`` -> ``_``, ``_`` -> ``__``)."""
+    from sgam.local.server import LocalServer
+    from sgam.settings import Settings
+
+    environment = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["neo4j"]["environment"]
+    config = LocalServer(Settings())._config()
+    shared = ("db.tx_log.preallocate", "db.tx_log.rotation.retention_policy", "db.checkpoint.interval.time",
+              "dbms.security.procedures.allowlist", "dbms.usage_report.enabled", "client.allow_telemetry",
+              "internal.cypher.expression_engine")
+    for key in shared:
+        name = "NEO4J_" + key.replace("_", "__").replace(".", "_")
+        assert environment.get(name) == config[key], (key, name)
