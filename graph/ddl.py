@@ -183,7 +183,7 @@ READ_AUDIT = Migration(
 # episode reads that filter on it raise no "property key does not exist" warning (which Browser
 # shows on every run) on a store that never forgot anyone.
 REDACTED_EPISODES = Migration(
-    "0016-redacted-episodes",
+    "0017-redacted-episodes",
     ("CREATE INDEX sgam_episode_redacted IF NOT EXISTS FOR (e:Episode) ON (e.tenant_id, e.redacted_at)",),
 )
 
