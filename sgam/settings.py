@@ -186,7 +186,7 @@ class Settings(BaseSettings):
     # When the local server compiles a query's expressions: "compiled" when the query is planned
     # (its first run pays a few milliseconds more, once per server); "hot" (Neo4j's default) on its
     # 10th run, which then takes several times a usual run (the read tail on a fresh server,
-    # sgam/bench/README.md "Read tails"). The test suite's server, whose queries mostly run fewer
+    # sgam/bench/README.md "Session 17"). The test suite's server, whose queries mostly run fewer
     # than ten times, uses "hot".
     cypher_expressions: Literal["compiled", "hot"] = "compiled"
 

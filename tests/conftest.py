@@ -59,7 +59,7 @@ def server_settings() -> Settings:
         heap_size="1g",
         pagecache_size="512m",
         # Most test queries run fewer than ten times: compiling each one's expressions when it is
-        # planned made the suite about 7% slower (sgam/bench/README.md, "Read tails").
+        # planned made the suite about 7% slower (sgam/bench/README.md, "Session 17").
         cypher_expressions="hot",
     )
 
