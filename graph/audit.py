@@ -52,7 +52,8 @@ CREATE (:ReadAudit {tenant_id: $tenant, principal: $principal, subject: row.subj
 # Newest first; the filters are optional.
 READ_AUDIT = """
 MATCH (a:ReadAudit {tenant_id: $tenant})
-WHERE ($subject IS NULL OR a.subject = $subject) AND ($principal IS NULL OR a.principal = $principal)
+WHERE a.created_at IS NOT NULL
+  AND ($subject IS NULL OR a.subject = $subject) AND ($principal IS NULL OR a.principal = $principal)
 RETURN a.created_at AS at, a.principal AS principal, a.subject AS subject, a.attributes AS attributes,
        a.operation AS operation
 ORDER BY at DESC, subject

@@ -68,7 +68,7 @@ EARLIER = "earlier_run"
 TENANT_STATE = """
 UNWIND $tenants AS t
 CALL (t) { MATCH (e:Entity {tenant_id: t}) RETURN count(e) > 0 AS entities LIMIT 1 }
-CALL (t) { MATCH (x:Tombstone {tenant_id: t}) RETURN count(x) > 0 AS tombstones LIMIT 1 }
+CALL (t) { MATCH (x:Tombstone {tenant_id: t}) WHERE x.subject IS NOT NULL RETURN count(x) > 0 AS tombstones LIMIT 1 }
 CALL (t) {
   OPTIONAL MATCH (r:ImportRun {tenant_id: t}) WHERE r.status <> 'done'
   RETURN collect(r {.id, .fingerprint, .status, .tenants, .chunks, .chunks_done, .deltas, .deltas_done,

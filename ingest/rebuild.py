@@ -47,7 +47,8 @@ RETURN s.id AS subject, f.attribute AS attribute, f.value AS value, f.valid_from
 
 HOLDS_ANYTHING = """
 RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episode {tenant_id: $tenant}) }
-       OR EXISTS { MATCH (:Quarantine {tenant_id: $tenant}) } OR EXISTS { MATCH (:Tombstone {tenant_id: $tenant}) }
+       OR EXISTS { MATCH (:Quarantine {tenant_id: $tenant}) }
+       OR EXISTS { MATCH (t:Tombstone {tenant_id: $tenant}) WHERE t.subject IS NOT NULL }
        AS holds
 """
 

@@ -14,8 +14,9 @@ WHERE s.attribute = 'supersedes' AND s.expired_at IS NULL AND s.status = 'confir
         MATCH (:Entity {tenant_id: $tenant, id: $project})-[x]->(d)
         WHERE x.attribute = 'decided' AND x.expired_at IS NULL AND x.status = 'confirmed' })
 CALL (d, old) {
+  UNWIND [d, old] AS n
   OPTIONAL MATCH (n)-[f]->(:Value)
-  WHERE n IN [d, old] AND f.attribute IN ['decision_summary', 'rationale']
+  WHERE f.attribute IN ['decision_summary', 'rationale']
     AND f.expired_at IS NULL AND f.status = 'confirmed'
     AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
     AND f.valid_from <= datetime() AND (f.valid_to IS NULL OR datetime() < f.valid_to)

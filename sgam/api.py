@@ -92,10 +92,13 @@ SUBJECT_OF = ("MATCH (s:Entity)-[f:%s]->() WHERE f.memory_id = $memory_id AND f.
 # Asked only when a read's answer is empty (a read that finds rows has shown its tenant and
 # subject exist, so it pays nothing): does the tenant hold anything, and which of the named
 # subjects are not stored, with when each was forgotten (null: never stored). Every match is an
-# index seek (the tenant indexes, the entity key, the tombstone key).
+# index seek (the tenant indexes, the entity key, the tombstone key): tombstones have no index on
+# tenant_id alone, and `subject IS NOT NULL` lets the planner seek their (tenant_id, subject) key
+# by its first property, where it scanned every tenant's tombstones (tests/integration/test_plans.py).
 KNOWN = """
 RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episode {tenant_id: $tenant}) }
-       OR EXISTS { MATCH (:Tombstone {tenant_id: $tenant}) } OR EXISTS { MATCH (:Quarantine {tenant_id: $tenant}) }
+       OR EXISTS { MATCH (t:Tombstone {tenant_id: $tenant}) WHERE t.subject IS NOT NULL }
+       OR EXISTS { MATCH (:Quarantine {tenant_id: $tenant}) }
        OR EXISTS { MATCH (:Deletion {tenant_id: $tenant}) }
        AS tenant,
        [s IN $subjects WHERE NOT EXISTS { MATCH (:Entity {tenant_id: $tenant, id: s}) } |

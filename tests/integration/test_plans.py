@@ -13,6 +13,8 @@ labels the old hints seek too, so this guards the seeks rather than reproducing 
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 import uuid
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ import pytest
 
 from sgam import MemoryGraph
 from sgam.graph import bulk, recording, writes
+from sgam.queries.loader import load_queries
 
 KEYED = {
     "writes.CHECK_STORED": writes.CHECK_STORED,
@@ -82,3 +85,82 @@ def test_keyed_lookups_seek_on_new_labels(graph: MemoryGraph, new_labels: dict[s
     assert not scans, f"{name} scans instead of seeking: {scans}"
     seeks = [details for op, details in operators if "IndexSeek" in op]
     assert seeks, f"{name} plans no index seek: {operators}"
+
+
+# -- every statement: no scan of the whole database where an index reaches the tenant ----------------
+
+# Statements that may scan, and why. Any other module constant or named query that plans a label
+# or all-nodes scan fails: a read that scans every tenant's nodes gets slower with every tenant
+# (the empty-answer check scanned every tombstone, the read audit every audit record).
+MAY_SCAN = {
+    "query:doctor": "a diagnostic: it checks every node and relationship of the tenant, whatever its label",
+    "query:residue": "it looks for anything left of a forgotten subject, under any label or type",
+    "query:customer-policies": "an example domain query: the planner starts from whichever label is smallest",
+    "sgam.demo.BROWSER_QUERY": "the demo tenant's Browser favourite",
+    "sgam.graph.ddl.APPLIED": "migration records: one node per migration, no tenant",
+    "sgam.graph.ddl.LATEST_SCHEMA": "schema versions: a few nodes, no tenant",
+    "sgam.graph.ddl.UNSTAMPED_QUARANTINE": "a migration's backfill over every tenant, once",
+    "sgam.graph.deletion.COUNT_TENANT": "a tenant deletion's dry run counts every label it removes",
+    "sgam.graph.evolution.DROP_LEDGERS": "a schema migration drops the ledgers of an attribute in every tenant",
+    "sgam.graph.forget.CITED_BY_OTHERS": "erasure reads every fact of the tenant, wherever it is stored",
+    "sgam.graph.forget.DELETE_BY_SUBJECT": "erasure removes every extraction naming the subject",
+    "sgam.graph.forget.HELD_ELSEWHERE": "erasure reads every fact of the tenant, wherever it is stored",
+    "sgam.graph.forget.SCAN_NODES": "erasure looks for the subject's name under any label",
+    "sgam.graph.forget.SCAN_RELATIONSHIPS": "erasure looks for the subject's name on any relationship",
+    "sgam.graph.residue.NODES": "it looks for anything left of a forgotten subject, under any label",
+    "sgam.graph.residue.RELATIONSHIPS": "it looks for anything left of a forgotten subject, on any type",
+    "sgam.graph.telemetry.QUARANTINE_OPEN": "a gauge over every tenant",
+    "sgam.graph.writes.UNLEDGERED_ROWS": "a backfill over every tenant's entities, in pages",
+    "sgam.ingest.graphiti.importer.READ_EPISODES": "Graphiti's own graph, which has no SGAM indexes",
+    "sgam.ingest.graphiti.importer.READ_EDGES": "Graphiti's own graph, which has no SGAM indexes",
+    "sgam.local.browser.BROWSER_QUERY": "the demo tenant's Browser favourite",
+    "sgam.local.browser.PICTURE_QUERY": "the demo tenant's Browser favourite",
+    "sgam.service.keys.ANY_ACTIVE": "API keys: a handful of nodes",
+    "sgam.service.keys.LIST": "API keys: a handful of nodes",
+}
+# Constants that are templates (filled in before they run), planned as filled in elsewhere.
+TEMPLATES = {"sgam.api.SUBJECT_OF", "sgam.graph.evolution.COUNT", "sgam.graph.evolution.CREATE_FACTS",
+             "sgam.graph.evolution.DISTINCT_VALUES", "sgam.graph.evolution.MOVE", "sgam.graph.evolution.READ_VALUES",
+             "sgam.graph.evolution.RENAME_IN_PLACE", "sgam.graph.writes.LOCK_AND_READ", "sgam.graph.writes._BRANCH",
+             "sgam.ingest.queue._TURNS", "sgam.queries.embeddings._SET"}
+PACKAGES = ("sgam", "sgam.graph", "sgam.queries", "sgam.ingest")
+NOT_SCANNED = ("sgam.bench", "sgam.integrations")  # benchmarks; optional integrations with their own dependencies
+
+
+def _statements() -> dict[str, list[str]]:
+    """Every Cypher statement the package holds as a module constant (an upper-case name whose
+    text matches or merges), and every named query as SGAM sends it: each text with its names
+    (a module that imports a constant names it too)."""
+    found: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+            if info.name.startswith(NOT_SCANNED) or info.name.endswith("__main__"):
+                continue
+            for key, value in vars(importlib.import_module(info.name)).items():
+                if key.isupper() and isinstance(value, str) and re.search(r"\b(MATCH|MERGE)\b", value):
+                    found.setdefault(value, []).append(f"{info.name}.{key}")
+    for name, query in load_queries().items():
+        found.setdefault(query.packed_text, []).append(f"query:{name}")
+    return found
+
+
+def test_no_statement_scans_every_tenant_unless_it_must(graph: MemoryGraph) -> None:
+    statements = _statements()
+    named = {name for names in statements.values() for name in names}
+    assert len(statements) > 100 and {"sgam.api.KNOWN", "query:current"} <= named
+    assert set(TEMPLATES) | set(MAY_SCAN) <= named, sorted((set(TEMPLATES) | set(MAY_SCAN)) - named)
+    scanning, unplanned = {}, []
+    for text, names in statements.items():
+        if set(names) & TEMPLATES:
+            continue
+        try:
+            operators = list(_operators(graph.store.explain(text)))
+        except Exception as exc:  # reported below, with every other statement that does not plan
+            unplanned.append(f"{names}: {exc}"[:200])
+            continue
+        scans = [f"{op} {details[:60]}" for op, details in operators if op in SCANS + (
+            "DirectedAllRelationshipsScan", "UndirectedAllRelationshipsScan")]
+        if scans and not set(names) & set(MAY_SCAN):
+            scanning[", ".join(names)] = scans
+    assert not unplanned, f"statements that do not plan (a template? add it to TEMPLATES): {unplanned}"
+    assert not scanning, f"statements that scan every tenant's nodes (use an index, or say why in MAY_SCAN): {scanning}"
