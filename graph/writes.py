@@ -396,6 +396,8 @@ def _plan(prepared: list[Prepared], locked: _Locked, schema: Schema, now: dateti
             elif atomic:
                 raise result.error  # type: ignore[misc]
         rows = _rows(locked, creates, touched, schema, now)
+        if rows.stand_ins:
+            results = [_readdressed(r, rows.stand_ins) for r in results]
         # A refused delta leaves nothing but its refusal: no MENTIONS link, no restricted episode,
         # and no subject that the lock step created only for it.
         if len(accepted) < len(prepared) and not checked:
@@ -819,6 +821,9 @@ class _Rows:
     subjects: list[str]
     unused: list[str] = field(default_factory=list)
     """Subjects created by the lock step for refused deltas only (element ids): removed again."""
+    stand_ins: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Rows the batch would have created and retired at once, each with the copies written in its
+    place (:func:`_never_believed`)."""
 
 
 def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _Touched],
@@ -839,8 +844,14 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
             })
     attribute_rows: list[dict[str, Any]] = []
     relation_rows: list[dict[str, Any]] = []
+    stand_ins, revises = _never_believed(creates, final, locked)
     for props in creates:
-        row = final[props["memory_id"]]
+        memory_id = props["memory_id"]
+        if memory_id in stand_ins:
+            continue
+        row = final[memory_id]
+        if memory_id in revises:
+            row = row.model_copy(update={"revises_memory_id": revises[memory_id]})
         entry = fact_entry(row, locked.subject_ids[(row.tenant_id, row.subject)], schema)
         (relation_rows if row.kind == "relation" else attribute_rows).append(entry)
     # Each changed subject's updated_at is set once: with its first ledger, or on its own.
@@ -855,7 +866,91 @@ def _rows(locked: _Locked, creates: list[dict[str, Any]], touched: dict[str, _To
     changed = {(final[m].tenant_id, final[m].subject) for m in touched if m in final}
     changed.update((p["tenant_id"], p["subject"]) for p in creates)
     subjects = sorted(locked.subject_ids[k] for k in changed - stamped if k in locked.subject_ids)
-    return _Rows(updates, attribute_rows, relation_rows, ledgers, subjects)
+    return _Rows(updates, attribute_rows, relation_rows, ledgers, subjects, stand_ins=stand_ins)
+
+
+def _never_believed(creates: list[dict[str, Any]], final: dict[str, Fact],
+                    locked: _Locked) -> tuple[dict[str, tuple[str, ...]], dict[str, str | None]]:
+    """The rows of a batch that are not written, each with the copies that stand in for it, and
+    the new ``revises_memory_id`` of those copies.
+
+    Reconciling a batch delta by delta can create a row that a later delta of the same batch
+    retires at once (``recorded_at = expired_at``: never believed at any instant), such as an
+    open-ended row that a later statement of the slot cuts short: the batch then also creates its
+    copy over the shorter interval, which revises it. Such a row is left out when nothing is lost
+    with it: it is a confirmed row; every row that revises it is a copy (same statement and value,
+    every one of its supporting keys and episodes; the copy is what the episode sourced); every row
+    that supersedes it is left out too; and its slot's ledger holds the statement that retired it
+    (so the delta key it would have carried as ``expired_by_delta_key`` stays applied). Its copies
+    then revise what it revised, and a delta's result names the copies. A batch of changes in
+    valid-time order so stores just the believed runs; an import of the scale stream left out a
+    quarter of its rows (sgam/bench/README.md, "Session 19").
+    """
+    revisers: dict[str, list[str]] = {}
+    superseders: dict[str, list[str]] = {}
+    for props in creates:
+        row = final[props["memory_id"]]
+        if row.revises_memory_id is not None:
+            revisers.setdefault(row.revises_memory_id, []).append(row.memory_id)
+        if row.supersedes_memory_id is not None:
+            superseders.setdefault(row.supersedes_memory_id, []).append(row.memory_id)
+    # Latest first: every row that names a row was created after it, so whether those are written
+    # is decided by then (a row superseded only by rows left out is left out too).
+    left_out: set[str] = set()
+    for props in reversed(creates):
+        row = final[props["memory_id"]]
+        copies = revisers.get(row.memory_id)
+        if (not copies or row.expired_at is None or row.status is not Status.CONFIRMED
+                or not left_out.issuperset(superseders.get(row.memory_id, ()))
+                or not all(_copies(final[c], row) for c in copies)):
+            continue
+        retirer = row.expired_by_delta_key
+        if retirer is not None and any(p.key == retirer for p in locked.points.get(
+                (row.tenant_id, row.subject, row.attribute), ())):
+            left_out.add(row.memory_id)
+    # Oldest first: a copy revises what the row it stands in for revised, itself re-pointed already.
+    stand_ins: dict[str, tuple[str, ...]] = {}
+    revises: dict[str, str | None] = {}
+    for props in creates:
+        memory_id = props["memory_id"]
+        if memory_id in left_out:
+            revised = revises.pop(memory_id, final[memory_id].revises_memory_id)
+            for copy in revisers[memory_id]:
+                revises[copy] = revised
+            stand_ins[memory_id] = tuple(revisers[memory_id])
+    return stand_ins, revises
+
+
+def _copies(copy: Fact, row: Fact) -> bool:
+    """Whether ``copy`` states what ``row`` states, over another interval, with all its support."""
+    return (copy.source_episode_id == row.source_episode_id and copy.value_key == row.value_key
+            and copy.op == row.op and copy.asserted_by == row.asserted_by and copy.confidence == row.confidence
+            and copy.status is row.status and set(row.delta_keys) <= set(copy.delta_keys)
+            and set(row.support_episodes) <= set(copy.support_episodes))
+
+
+_PREVIOUS = "previous version "
+
+
+def _readdressed(result: DeltaResult, stand_ins: dict[str, tuple[str, ...]]) -> DeltaResult:
+    """``result`` naming the copies of the rows that were not written in their place."""
+    def copies(memory_id: str) -> tuple[str, ...]:
+        if memory_id not in stand_ins:
+            return (memory_id,)
+        return tuple(c for copy in stand_ins[memory_id] for c in copies(copy))
+
+    ids, message = result.memory_ids, result.message
+    if any(m in stand_ins for m in ids):
+        ids = tuple(dict.fromkeys(c for m in ids for c in copies(m)))
+    at = message.find(_PREVIOUS)
+    if at >= 0:  # "...; previous version <memory id> (value ...)": see reconcile's messages
+        start = at + len(_PREVIOUS)
+        previous = message[start:].split(" ", 1)[0]
+        if previous in stand_ins:
+            message = message[:start] + copies(previous)[0] + message[start + len(previous):]
+    if ids is result.memory_ids and message is result.message:
+        return result
+    return replace(result, memory_ids=ids, message=message)
 
 
 def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Schema,

@@ -183,6 +183,7 @@ def _check(graph: MemoryGraph, tenant: str, scenario: Scenario, oracle: Slot,
     kind = KINDS[scenario.kind]
     story = scenario.describe()
     rows = graph.history(tenant, kind.subject, kind.attribute)
+    _check_pointers(rows, story)
     got, expected = _runs(rows), oracle.runs()
     assert got == expected, f"{story}\nstore:  {_show(got)}\noracle: {_show(expected)}"
     for k, known in enumerate(checkpoints):
@@ -194,6 +195,15 @@ def _check(graph: MemoryGraph, tenant: str, scenario: Scenario, oracle: Slot,
         assert _held(answer, kind) == oracle.value_at(day(valid), known), f"{story}\nas_of {valid} known {known}"
     now = graph.current(tenant, kind.subject, kind.attribute)
     assert _held(now, kind) == oracle.value_at(graph.clock()), story
+
+
+def _check_pointers(rows: list[Fact], story: str) -> None:
+    """Every version a stored row names (the one it revises, the one it supersedes) is stored: a
+    slot's rows point within the slot."""
+    stored = {r.memory_id for r in rows}
+    for r in rows:
+        for named in (r.revises_memory_id, r.supersedes_memory_id):
+            assert named is None or named in stored, f"{story}\n{r.memory_id} names {named}, which is not stored"
 
 
 def _run(graph: MemoryGraph, scenario: Scenario, write: Callable[[str, Kind, Slot], list[datetime]]) -> None:
@@ -235,13 +245,18 @@ def test_write_many_in_random_batches(graph: MemoryGraph, scenario: Scenario) ->
     def write(tenant: str, kind: Kind, oracle: Slot) -> list[datetime]:
         checkpoints = []
         bounds = [0, *scenario.cuts, len(scenario.arrival)]
+        named: set[str] = set()
         for begin, end in zip(bounds, bounds[1:]):
             batch = scenario.arrival[begin:end]
             result = graph.write_many([_delta(tenant, kind, s) for s in batch])
             assert not result.rejected, f"{scenario.describe()}\n{result.rejected[0].message}"
+            named.update(m for r in result.results for m in r.memory_ids)
             checkpoints.append(graph.clock())
             for s in batch:
                 oracle.apply(s, checkpoints[-1])
+        # every row a result names was written (none stands for a row left out of its batch)
+        stored = {r.memory_id for r in graph.history(tenant, kind.subject, kind.attribute)}
+        assert named <= stored, f"{scenario.describe()}\nnamed but not stored: {sorted(named - stored)}"
         return checkpoints
 
     _run(graph, scenario, write)
