@@ -108,7 +108,13 @@ def test_import_history_matches_write_many_and_the_model(graph: MemoryGraph) -> 
                 at = delta.valid_from
                 assert bench.observed_keys(graph.as_of("import-bulk", subject, attribute, valid_at=at)) \
                     == slot.expected(at), (subject, attribute, at)
-            assert len(graph.history("import-bulk", subject, attribute)) == \
+            # the same versions believed now; a version retired by the batch that wrote it is not
+            # stored, and the import writes a subject's whole history in one chunk, so it stores fewer
+            believed = [sorted((r.valid_from, r.valid_to, bench.observed_keys([r]))
+                               for r in graph.history(t, subject, attribute, current_only=True))
+                        for t in ("import-bulk", "import-many")]
+            assert believed[0] == believed[1], (subject, attribute)
+            assert len(graph.history("import-bulk", subject, attribute)) <= \
                 len(graph.history("import-many", subject, attribute))
         assert graph.doctor("import-bulk") == []
         count = "MATCH (:Episode {tenant_id: $t})-[m:MENTIONS]->() RETURN count(m) AS n"
