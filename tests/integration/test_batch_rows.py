@@ -74,7 +74,7 @@ def changes(draw) -> list[tuple[str, int, int]]:
     return [(city, day, i) for i, (city, day) in enumerate(zip(cities, days))]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arrival=changes())
 def test_one_batch_stores_the_believed_runs(graph: MemoryGraph, arrival: list[tuple[str, int, int]]) -> None:
     """In valid-time order, one batch stores exactly the believed runs, as writing the changes one
