@@ -58,6 +58,9 @@ from .errors import Conflict, InvalidDelta, NotAllowed, NotFound
 from .models import Cardinality, Fact, MemoryDelta, Op, Status, require_aware, shown
 from .schema import AttributeSpec, Schema
 
+# A result message names the version a change replaced after this (``_Slot._message``); a batch
+# that does not write that version names its copy instead (``writes._readdressed``).
+PREVIOUS_VERSION = "previous version "
 DEFAULT_MAX_FUTURE = timedelta(days=36_500)
 """How far after now a ``valid_from`` may lie before it is refused as absurd (a scheduled change
 further out is more likely a typo for a date value). The setting ``SGAM_MAX_FUTURE_DAYS`` and the
@@ -734,7 +737,7 @@ class _Slot:
         # A row known by its outline has no value: the statements have it.
         value = held.value if "value" in vars(held) else next(
             (p.value for p in self.points if p.value_key == held.value_key), None)
-        return f"{outcome}; previous version {held.memory_id} (value {shown(value)})"
+        return f"{outcome}; {PREVIOUS_VERSION}{held.memory_id} (value {shown(value)})"
 
     def _outcome(self, point: Point, held: Fact | None, changed: bool, supported: bool) -> str:
         if not changed:

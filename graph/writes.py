@@ -35,7 +35,8 @@ from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, checked
 from .models import Cardinality, Fact, MemoryDelta, Status, check_value
-from .reconcile import DEFAULT_MAX_FUTURE, Point, apply_plan, delta_key, points_from_rows, reconcile
+from .reconcile import DEFAULT_MAX_FUTURE, PREVIOUS_VERSION, Point, apply_plan, delta_key, points_from_rows, \
+    reconcile
 from .schema import Schema, quote_identifier
 from .codec import INSTANTS, caption, fact_from_properties, native, storable
 from .steps import InTx, Operation, Records, Statement, Steps
@@ -897,6 +898,7 @@ def _never_believed(creates: list[dict[str, Any]], final: dict[str, Fact],
     # Latest first: every row that names a row was created after it, so whether those are written
     # is decided by then (a row superseded only by rows left out is left out too).
     left_out: set[str] = set()
+    ledger_keys: dict[tuple[str, str, str], set[str]] = {}  # by slot, built on first use
     for props in reversed(creates):
         row = final[props["memory_id"]]
         copies = revisers.get(row.memory_id)
@@ -904,9 +906,10 @@ def _never_believed(creates: list[dict[str, Any]], final: dict[str, Fact],
                 or not left_out.issuperset(superseders.get(row.memory_id, ()))
                 or not all(_copies(final[c], row) for c in copies)):
             continue
-        retirer = row.expired_by_delta_key
-        if retirer is not None and any(p.key == retirer for p in locked.points.get(
-                (row.tenant_id, row.subject, row.attribute), ())):
+        slot = (row.tenant_id, row.subject, row.attribute)
+        if slot not in ledger_keys:
+            ledger_keys[slot] = {p.key for p in locked.points.get(slot, ())}
+        if row.expired_by_delta_key in ledger_keys[slot]:
             left_out.add(row.memory_id)
     # Oldest first: a copy revises what the row it stands in for revised, itself re-pointed already.
     stand_ins: dict[str, tuple[str, ...]] = {}
@@ -929,9 +932,6 @@ def _copies(copy: Fact, row: Fact) -> bool:
             and set(row.support_episodes) <= set(copy.support_episodes))
 
 
-_PREVIOUS = "previous version "
-
-
 def _readdressed(result: DeltaResult, stand_ins: dict[str, tuple[str, ...]]) -> DeltaResult:
     """``result`` naming the copies of the rows that were not written in their place."""
     def copies(memory_id: str) -> tuple[str, ...]:
@@ -942,9 +942,9 @@ def _readdressed(result: DeltaResult, stand_ins: dict[str, tuple[str, ...]]) -> 
     ids, message = result.memory_ids, result.message
     if any(m in stand_ins for m in ids):
         ids = tuple(dict.fromkeys(c for m in ids for c in copies(m)))
-    at = message.find(_PREVIOUS)
+    at = message.find(PREVIOUS_VERSION)
     if at >= 0:  # "...; previous version <memory id> (value ...)": see reconcile's messages
-        start = at + len(_PREVIOUS)
+        start = at + len(PREVIOUS_VERSION)
         previous = message[start:].split(" ", 1)[0]
         if previous in stand_ins:
             message = message[:start] + copies(previous)[0] + message[start + len(previous):]

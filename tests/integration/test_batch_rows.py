@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgam import Episode, MemoryDelta, MemoryGraph
+from sgam.graph import Fact
 
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SAID_AT = datetime(2024, 6, 1, tzinfo=timezone.utc)
@@ -43,10 +44,13 @@ def _assert(tenant: str, city: str, day: int, episode: int) -> MemoryDelta:
                        asserted_by="user:mira", subject_type="Person")
 
 
-def _stored(graph: MemoryGraph, tenant: str) -> list[tuple]:
+def _history(graph: MemoryGraph, tenant: str) -> list[Fact]:
+    return graph.history(tenant, "mira", "home_city")
+
+
+def _stored(rows: list[Fact]) -> list[tuple]:
     """Every stored row of the slot (retired ones too), as (valid_from, valid_to, value, episode,
     still believed, the value of the version it revises)."""
-    rows = graph.history(tenant, "mira", "home_city")
     by_id = {r.memory_id: r for r in rows}
 
     def value_of(memory_id: str | None) -> str | None:
@@ -86,19 +90,19 @@ def test_one_batch_stores_the_believed_runs(graph: MemoryGraph, arrival: list[tu
         for tenant, changes_ in ((in_order, sorted(arrival, key=lambda c: c[1])), (as_arrived, arrival)):
             result = graph.write_many([_assert(tenant, *change) for change in changes_])
             assert not result.rejected, result.rejected[0].message
-            rows = graph.history(tenant, "mira", "home_city")
+            rows = _history(graph, tenant)
             stored = {r.memory_id for r in rows}
             for r in result.results:
                 assert set(r.memory_ids) <= stored, (changes_, r)
             superseded = {r.supersedes_memory_id for r in rows}
             assert all(r.expired_at is None or r.memory_id in superseded for r in rows), changes_
-            believed = [entry for entry in _stored(graph, tenant) if entry[4]]
+            believed = [entry for entry in _stored(rows) if entry[4]]
             assert [entry[:5] for entry in believed] == [entry[:5] for entry in _expected(arrival)], changes_
-        assert _stored(graph, in_order) == _expected(arrival)
+        assert _stored(_history(graph, in_order)) == _expected(arrival)
         # the same changes one at a time, latest first: each is written over its final interval at once
         for change in sorted(arrival, key=lambda c: c[1], reverse=True):
             assert graph.write(_assert(backwards, *change)).ok
-        assert _stored(graph, backwards) == _stored(graph, in_order)
+        assert _stored(_history(graph, backwards)) == _stored(_history(graph, in_order))
     finally:
         for tenant in (in_order, as_arrived, backwards):
             graph.delete_tenant(tenant)
@@ -111,7 +115,7 @@ def test_a_change_later_in_the_batch_cuts_the_version_it_follows(graph: MemoryGr
     together, apart = _tenant(graph, 2), _tenant(graph, 2)
     try:
         result = graph.write_many([_assert(together, "Lisbon", 60, 0), _assert(together, "Rome", 152, 1)])
-        rows = {r.memory_id: r for r in graph.history(together, "mira", "home_city")}
+        rows = {r.memory_id: r for r in _history(graph, together)}
         assert sorted((r.value, r.valid_to is None, r.expired_at is None) for r in rows.values()) == [
             ("Lisbon", False, True), ("Rome", True, True)]
         lisbon, rome = result.results
@@ -123,7 +127,7 @@ def test_a_change_later_in_the_batch_cuts_the_version_it_follows(graph: MemoryGr
 
         for delta in (_assert(apart, "Lisbon", 60, 0), _assert(apart, "Rome", 152, 1)):
             assert graph.write(delta).ok
-        kept = graph.history(apart, "mira", "home_city")
+        kept = _history(graph, apart)
         retired = [r for r in kept if r.expired_at is not None]
         assert [(r.value, r.valid_to) for r in retired] == [("Lisbon", None)]
         assert any(r.revises_memory_id == retired[0].memory_id for r in kept)
