@@ -572,9 +572,15 @@ def reconcile(
         return replace(base, statements=seeded, message="this delta was already applied (replay)")
 
     many = spec.cardinality is Cardinality.MANY
-    believed = [r for r in existing if r.expired_at is None and r.status is Status.CONFIRMED]
-    pending = sorted((r for r in existing if r.expired_at is None and r.status is Status.CANDIDATE),
-                     key=lambda r: (r.valid_from, r.value_key))
+    believed: list[Fact] = []
+    pending: list[Fact] = []
+    for r in existing:  # one pass: a hot slot's batch reads its rows once per delta
+        if r.expired_at is None:
+            if r.status is Status.CONFIRMED:
+                believed.append(r)
+            elif r.status is Status.CANDIDATE:
+                pending.append(r)
+    pending.sort(key=lambda r: (r.valid_from, r.value_key))
     candidate = next((r for r in pending if r.value_key == vkey), None) if vkey else None
     slot = _Slot(base, believed, list(statements), seeded, many, schema, spec)
     point = Point(
@@ -670,20 +676,22 @@ class _Slot:
         """The plan that adds ``point`` (``values``: typed values known by value key); ``after``:
         the runs after it, when the caller derived them."""
         held = self.holding(point.value_key, point.at)
+        rows: list[Fact] = self.rows
+        fixed: Sequence[Fact] = ()
         if after is None:
-            after = self._after(point, held)
-        by_interval = {(r.valid_from, r.valid_to, r.value_key): r for r in self.rows}
+            rows, fixed, after = self._after(point, held)
+        by_interval = {(r.valid_from, r.valid_to, r.value_key): r for r in rows}
         kept: dict[tuple[Any, ...], str] = {}
         for run in after:
             row = by_interval.get((run.start, run.end, run.value_key))
             if row is not None:
                 kept[(run.start, run.end, run.value_key)] = row.memory_id
-        expire = tuple(r.memory_id for r in self.rows
-                       if (r.valid_from, r.valid_to, r.value_key) not in kept)
+        expire = tuple(r.memory_id for r in rows if (r.valid_from, r.valid_to, r.value_key) not in kept)
         support = tuple(
             kept[(run.start, run.end, run.value_key)] for run in after
             # by identity: the derivation carries the point itself (equality compares every field)
-            if (run.start, run.end, run.value_key) in kept and any(p is point for p in run.support)
+            if (run.start, run.end, run.value_key) in kept and run.value_key == point.value_key
+            and any(p is point for p in run.support)
         )
         create = []
         ids: dict[tuple[Any, ...], str] = dict(kept)
@@ -693,39 +701,52 @@ class _Slot:
             props = self._props(run, values, carried, confirmer)
             ids[(run.start, run.end, run.value_key)] = props["memory_id"]
             create.append(props)
-        self._link(create, after, ids)
+        if create:
+            self._link(create, after, ids, rows, fixed)
         changed = bool(expire or create)
         if outcome is None:
             outcome = self._outcome(point, held, changed, bool(support))
         return replace(self.base, outcome=outcome, expire=expire, create=tuple(create), support=support,
                        statements=(*self.seeded, point), message=self._message(outcome, held))
 
-    def _after(self, point: Point, held: Fact | None) -> list[Run]:
-        """The runs after adding ``point``.
+    def _after(self, point: Point, held: Fact | None) -> tuple[list[Fact], list[Fact], list[Run]]:
+        """The runs after adding ``point``, with the rows they stand for: ``(rows, fixed, runs)``,
+        where ``runs`` replace ``rows`` and the rows ``fixed`` stay as they are.
 
         Nothing before the start ``s`` of the run holding at the point's instant (or the instant
         itself, in a gap) can change, so only the statements from ``s`` on are swept, and the rows
-        before ``s`` stand as they are. That needs a fresh start at ``s``: no row may end exactly
-        there (a run there could merge with it), the point may not fall on ``s`` itself, and no
-        interval or correction with ``replaces`` (whose reach is not local) may be in the slot, and
-        no conflict policy may rank the statements (a value's rank outlives its run's start);
-        otherwise the whole slot is derived.
+        before ``s`` (and, in a set, the other members' rows) stand as they are. That needs a fresh
+        start at ``s``: the point may not fall on ``s`` itself, no interval or correction with
+        ``replaces`` (whose reach is not local) may be in the slot, and no conflict policy may rank
+        the statements (a value's rank outlives its run's start). And where a row ends exactly at
+        ``s``, the run from ``s`` must keep its value, or it could merge with that row: an assert or
+        a retract after ``s`` only adds a change point after ``s``, but a correct may change the
+        value set at ``s`` (the point, or a correct from ``s`` on that an assert before it now takes
+        the place of), and in a gap a point at ``s`` sets it. Otherwise the whole slot is derived.
         """
         start = held.valid_from if held is not None else point.at
         local = point.until is None and not point.replaces_key and (held is None or start < point.at) and not any(
             p.until is not None or p.replaces_key for p in self.points) and self.rank is None
-        mine = [r for r in self.rows if not self.many or r.value_key == point.value_key]
-        if not local or any(r.valid_to == start for r in mine):
-            return believed_runs([*self.points, point], self.many, self.rank)
+        if not local:
+            return self.rows, [], believed_runs([*self.points, point], self.many, self.rank)
+        vkey = point.value_key
         if self.many:
-            points = [p for p in self.points if p.value_key == point.value_key and p.at >= start]
-            others = [r for r in self.rows if r.value_key != point.value_key]
+            points = [p for p in self.points if p.at >= start and p.value_key == vkey]
         else:
             points = [p for p in self.points if p.at >= start]
-            others = []
-        before = [Run(r.valid_from, r.valid_to, r.value_key, point) for r in mine if r.valid_from < start]
-        kept = [Run(r.valid_from, r.valid_to, r.value_key, point) for r in others]
-        return before + kept + believed_runs([*points, point], self.many)
+        rows: list[Fact] = []
+        fixed: list[Fact] = []
+        abutting = False
+        for r in self.rows:
+            if self.many and r.value_key != vkey:
+                fixed.append(r)
+                continue
+            if r.valid_to == start:
+                abutting = True
+            (fixed if r.valid_from < start else rows).append(r)
+        if abutting and (held is None or point.op == _CORRECT or any(p.op == _CORRECT for p in points)):
+            return self.rows, [], believed_runs([*self.points, point], self.many, self.rank)
+        return rows, fixed, believed_runs([*points, point], self.many)
 
     def _message(self, outcome: str, held: Fact | None) -> str:
         if outcome == "kept":
@@ -769,13 +790,15 @@ class _Slot:
             props["confirmed_by"] = confirmed_by
         return props
 
-    def _link(self, create: list[dict[str, Any]], after: list[Run], ids: dict[tuple[Any, ...], str]) -> None:
+    def _link(self, create: list[dict[str, Any]], after: list[Run], ids: dict[tuple[Any, ...], str],
+              rows: list[Fact], fixed: Sequence[Fact] = ()) -> None:
         """``revises_memory_id``: the retired row of the same value a new row overlaps;
         ``supersedes_memory_id``: the version before it in valid time (a different value ending
-        where it starts), or the row of another value it took the place of."""
+        where it starts), or the row of another value it took the place of. ``after``: the runs
+        that replace ``rows``; ``fixed``: the rows that stay as they are (none overlaps a new row)."""
         for props in create:
             start, end, vkey = props["valid_from"], props["valid_to"], props["value_key"]
-            revised = next((r for r in self.rows if r.value_key == vkey and _overlaps(
+            revised = next((r for r in rows if r.value_key == vkey and _overlaps(
                 r.valid_from, r.valid_to, start, end)), None)
             props["revises_memory_id"] = revised.memory_id if revised is not None else None
             if self.many:
@@ -784,7 +807,11 @@ class _Slot:
             if before is not None:
                 props["supersedes_memory_id"] = ids[(before.start, before.end, before.value_key)]
                 continue
-            displaced = next((r for r in self.rows if r.value_key != vkey and r.valid_from <= start
+            ended = next((r for r in fixed if r.valid_to == start and r.value_key != vkey), None)
+            if ended is not None:
+                props["supersedes_memory_id"] = ended.memory_id
+                continue
+            displaced = next((r for r in rows if r.value_key != vkey and r.valid_from <= start
                               and (r.valid_to is None or start < r.valid_to)), None)
             props["supersedes_memory_id"] = displaced.memory_id if displaced is not None else None
 
@@ -996,6 +1023,8 @@ def apply_plan(rows: Sequence[Fact], plan: WritePlan) -> list[Fact]:
     """The rows of a slot after ``plan``: what the store will hold (pure; used by batches and tests)."""
     expire = set(plan.expire)
     support = set(plan.support)
+    if not expire and not support:
+        return [*rows, *(Fact.model_validate(props) for props in plan.create)]
     result: list[Fact] = []
     for row in rows:
         if row.memory_id in support:
@@ -1057,7 +1086,7 @@ def rederive(existing: Sequence[Fact], points: Sequence[Point], schema: Schema, 
         create.append(props)
     ids = dict(kept)
     ids.update(((p["valid_from"], p["valid_to"], p["value_key"]), p["memory_id"]) for p in create)
-    slot._link([p for p in create if p["status"] == Status.CONFIRMED.value], runs, ids)
+    slot._link([p for p in create if p["status"] == Status.CONFIRMED.value], runs, ids, slot.rows)
     return replace(base, outcome="rederived", expire=tuple(r.memory_id for r in stored.values()),
                    create=tuple(create), statements=tuple(points))
 

@@ -790,13 +790,16 @@ def _reconcile_one(item: Prepared, locked: _Locked, schema: Schema, now: datetim
     # A row retired here is done with: planning reads a slot's believed rows only (its keys are in
     # ``locked.applied``), so it waits apart for the write step instead of being filtered out again
     # by every later delta of its slot (an import applies a hot slot's whole history in one chunk).
-    live = []
-    for row in apply_plan(rows, plan):
-        if row.expired_at is None:
-            live.append(row)
-        else:
-            locked.retired[row.memory_id] = row
-    slots[delta.key] = live
+    if plan.expire:
+        live = []
+        for row in apply_plan(rows, plan):
+            if row.expired_at is None:
+                live.append(row)
+            else:
+                locked.retired[row.memory_id] = row
+        slots[delta.key] = live
+    elif plan.create or plan.support:
+        slots[delta.key] = apply_plan(rows, plan)
     for memory_id in plan.support:
         change = touched.setdefault(memory_id, _Touched())
         change.count += 1

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgam.graph import Conflict, Fact, MemoryDelta, NotAllowed, NotFound, Schema, Status, default_schema, reconcile
-from sgam.graph.reconcile import Point, apply_plan
+from sgam.graph.reconcile import Point, apply_plan, believed_runs
 from sgam.bench.oracle import Slot, Statement
 
 SCHEMA = default_schema()
@@ -96,7 +96,30 @@ def run(sequence, attribute: str, values: list, schema: Schema = SCHEMA,
         rows = apply_plan(rows, plan)
         points = [*points, *plan.statements]
         check_invariant(rows, many)
+        check_derived(rows, points, plan.create, many, exact=not spec.gated)
     return rows, oracle, times
+
+
+def check_derived(rows: list[Fact], points: list[Point], created: tuple[dict, ...], many: bool,
+                  exact: bool) -> None:
+    """A delta planned against the rows before it (only the part of the timeline it can change is
+    derived again) leaves the rows that the slot's statements derive as a whole: the same runs with
+    the same support; and a new version of a single-valued slot names, as superseded, the version
+    of another value that ends where it starts. (A confirm of a value already confirmed supports its
+    row without being a statement: with candidates, the row's keys hold the run's and maybe more.)"""
+    believed = [r for r in rows if r.expired_at is None and r.status is Status.CONFIRMED]
+    stored = {(r.valid_from, r.valid_to, r.value_key): frozenset(r.delta_keys) for r in believed}
+    derived = {(run.start, run.end, run.value_key): frozenset(k for p in run.support for k in p.supporting_keys)
+               for run in believed_runs(points, many)}
+    assert len(stored) == len(believed) and stored.keys() == derived.keys(), (stored, derived)
+    for interval, keys in derived.items():
+        assert keys == stored[interval] if exact else keys <= stored[interval], (interval, keys, stored[interval])
+    if many:
+        return
+    for props in created:
+        before = [r.memory_id for r in believed if r.valid_to == props["valid_from"] and r.value_key != props["value_key"]]
+        if before:
+            assert props["supersedes_memory_id"] == before[0]
 
 
 def believed_value(rows: list[Fact], valid_at: datetime, known_at: datetime | None):
