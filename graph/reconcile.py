@@ -727,26 +727,25 @@ class _Slot:
         start = held.valid_from if held is not None else point.at
         local = point.until is None and not point.replaces_key and (held is None or start < point.at) and not any(
             p.until is not None or p.replaces_key for p in self.points) and self.rank is None
-        if not local:
-            return self.rows, [], believed_runs([*self.points, point], self.many, self.rank)
-        vkey = point.value_key
-        if self.many:
-            points = [p for p in self.points if p.at >= start and p.value_key == vkey]
-        else:
-            points = [p for p in self.points if p.at >= start]
-        rows: list[Fact] = []
-        fixed: list[Fact] = []
-        abutting = False
-        for r in self.rows:
-            if self.many and r.value_key != vkey:
-                fixed.append(r)
-                continue
-            if r.valid_to == start:
-                abutting = True
-            (fixed if r.valid_from < start else rows).append(r)
-        if abutting and (held is None or point.op == _CORRECT or any(p.op == _CORRECT for p in points)):
-            return self.rows, [], believed_runs([*self.points, point], self.many, self.rank)
-        return rows, fixed, believed_runs([*points, point], self.many)
+        if local:
+            vkey = point.value_key
+            if self.many:
+                points = [p for p in self.points if p.at >= start and p.value_key == vkey]
+            else:
+                points = [p for p in self.points if p.at >= start]
+            rows: list[Fact] = []
+            fixed: list[Fact] = []
+            abutting = False
+            for r in self.rows:
+                if self.many and r.value_key != vkey:
+                    fixed.append(r)
+                    continue
+                if r.valid_to == start:
+                    abutting = True
+                (fixed if r.valid_from < start else rows).append(r)
+            if not abutting or not (held is None or point.op == _CORRECT or any(p.op == _CORRECT for p in points)):
+                return rows, fixed, believed_runs([*points, point], self.many)
+        return self.rows, [], believed_runs([*self.points, point], self.many, self.rank)
 
     def _message(self, outcome: str, held: Fact | None) -> str:
         if outcome == "kept":
