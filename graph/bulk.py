@@ -43,6 +43,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar, overload
 
 from .errors import Conflict, InvalidDelta, SchemaViolation
+from .handoffs import prompt_handoffs
 from .models import MemoryDelta
 from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
@@ -359,9 +360,10 @@ def prepared_ahead(deltas: Sequence[MemoryDelta], chunks: Iterable[array[int]], 
     releases the GIL there), so on two cores they overlap. Memory stays bounded by chunks, not by
     the history: the chunk being written, the next one being prepared, and while that starts, what
     is left of the one before (up to three chunks' deltas, measured). An error of the next chunk
-    is raised when the caller asks for it, as before.
+    is raised when the caller asks for it, as before. While it runs, the interpreter hands the GIL
+    over sooner (:func:`prompt_handoffs`).
     """
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sgam-import") as worker:
+    with prompt_handoffs(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="sgam-import") as worker:
         queue = iter(chunks)
         chunk = next(queue, None)
         pending = None if chunk is None else worker.submit(_ready, deltas, chunk, schema, plan)

@@ -31,6 +31,7 @@ from sgam.graph.errors import (
     UnknownTenant,
     checked, validation_problems,
 )
+from sgam.graph.handoffs import prompt_handoffs
 from sgam.graph.evolution import MigrationReport, StepReport, migrate_op
 from sgam.graph.deletion import (
     DeletionReport, delete_tenant_op, deletion_steps, episode_steps, missing_memory, slot_steps,
@@ -1053,7 +1054,7 @@ class MemoryGraph(_Queries):
         ops = self._lanes(deltas, atomic, batch_size, workers)
         if len(ops) <= 1:
             return merged(store.run(ops[0]) if ops else [])
-        with ThreadPoolExecutor(max_workers=len(ops)) as pool:
+        with prompt_handoffs(), ThreadPoolExecutor(max_workers=len(ops)) as pool:
             return merged(done for lane in pool.map(store.run, ops) for done in lane)
 
     def import_history(self, deltas: Iterable[MemoryDelta], *, chunk_size: int = DEFAULT_CHUNK,

@@ -21,6 +21,7 @@ import asyncio
 import json
 import multiprocessing
 import random
+import sys
 import threading
 import uuid
 from collections import Counter
@@ -38,6 +39,7 @@ from typer.testing import CliRunner
 from sgam import AsyncMemoryGraph, Episode, Fact, MemoryDelta, MemoryGraph
 from sgam.cli import app
 from sgam.graph import store as store_module
+from sgam.graph.handoffs import HANDOFF_INTERVAL
 from sgam.graph.schema import default_schema
 from sgam.graph.store import Retries
 from sgam.graph.steps import Statement
@@ -361,11 +363,21 @@ def test_write_many_lanes_crossing_subjects_and_targets_never_deadlock(
         neo4j_connection, shared_graph: MemoryGraph, fresh: Callable[[], str]) -> None:
     """Lanes split by subject share relation targets (each lane's new subjects are the others'
     targets): a batch takes all its entity locks in one sorted pass, so no deadlock is retried,
-    and the lanes write what one lane writes."""
+    and the lanes write what one lane writes. While the lanes run, the interpreter hands the GIL
+    over within graph.handoffs' interval (read by the clock each batch asks), and after them the
+    interval is the caller's again."""
     lanes, one = fresh(), fresh()
     for tenant in (lanes, one):
         record_writers(shared_graph, tenant, 4)
-    graph = connect(neo4j_connection)
+    intervals: list[float] = []
+
+    def clock() -> datetime:
+        intervals.append(sys.getswitchinterval())
+        return datetime.now(timezone.utc)
+
+    before = sys.getswitchinterval()
+    uri, auth = neo4j_connection
+    graph = MemoryGraph.connect(uri, auth, schema=default_schema(), bootstrap=False, clock=clock)
     try:
         for _ in range(3):
             result = graph.write_many(crossing_plan(lanes), batch_size=4, workers=4)
@@ -376,6 +388,8 @@ def test_write_many_lanes_crossing_subjects_and_targets_never_deadlock(
     for _ in range(3):
         shared_graph.write_many(crossing_plan(one), batch_size=4)
     assert retries == Retries(0, 0)
+    assert intervals and max(intervals) <= min(HANDOFF_INTERVAL, before) + 2e-6  # whole microseconds
+    assert sys.getswitchinterval() == pytest.approx(before, abs=2e-6)
 
     def held(tenant: str) -> list[tuple[str, str, str]]:
         return sorted((r["s"], r["a"], r["o"]) for r in shared_graph.store.read(

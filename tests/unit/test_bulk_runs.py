@@ -3,6 +3,7 @@ fingerprint that tells a re-run of the same stream from a different one (no Neo4
 
 from __future__ import annotations
 
+import sys
 import threading
 from array import array
 from datetime import datetime, timedelta, timezone
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from sgam.graph import Conflict, MemoryDelta, default_schema
 from sgam.graph.errors import SgamError
 from sgam.graph.bulk import Decision, check_steps, decide, prepared_ahead
+from sgam.graph.handoffs import HANDOFF_INTERVAL, prompt_handoffs
 from sgam.graph.steps import scripted
 
 AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -163,3 +165,36 @@ def test_a_bad_delta_raises_when_its_chunk_is_asked_for_not_before() -> None:
     assert [p.index for p in ready] == [0]
     with pytest.raises(SgamError, match="delta 1: .*no_such_attribute"):
         next(ahead)
+
+
+# The interpreter keeps the switch interval in whole microseconds: compared to within 2 us.
+def test_the_switch_interval_is_short_while_a_worker_plans_ahead_and_restored_after() -> None:
+    before = sys.getswitchinterval()
+    deltas = _deltas([(f"p{i}", ("home_city", f"City {i}"), i, "e1", 0.9) for i in range(4)])
+    ahead = prepared_ahead(deltas, [array("q", [0, 1]), array("q", [2, 3])], SCHEMA)
+    next(ahead)
+    assert sys.getswitchinterval() == pytest.approx(min(HANDOFF_INTERVAL, before), abs=2e-6)
+    assert list(ahead)  # the second chunk; then the generator ends
+    assert sys.getswitchinterval() == pytest.approx(before, abs=2e-6)
+    abandoned = prepared_ahead(deltas, [array("q", [0]), array("q", [1])], SCHEMA)
+    next(abandoned)
+    abandoned.close()  # an import that fails midway closes it
+    assert sys.getswitchinterval() == pytest.approx(before, abs=2e-6)
+
+
+def test_overlapping_imports_restore_the_interval_found_before_the_first() -> None:
+    before = sys.getswitchinterval()
+    with prompt_handoffs():
+        with prompt_handoffs():
+            assert sys.getswitchinterval() == pytest.approx(min(HANDOFF_INTERVAL, before), abs=2e-6)
+        assert sys.getswitchinterval() == pytest.approx(min(HANDOFF_INTERVAL, before), abs=2e-6)
+    assert sys.getswitchinterval() == pytest.approx(before, abs=2e-6)
+    with pytest.raises(RuntimeError), prompt_handoffs():
+        raise RuntimeError("a failed chunk")
+    assert sys.getswitchinterval() == pytest.approx(before, abs=2e-6)
+    sys.setswitchinterval(HANDOFF_INTERVAL / 2)  # already shorter: left as it is
+    try:
+        with prompt_handoffs():
+            assert sys.getswitchinterval() == pytest.approx(HANDOFF_INTERVAL / 2, abs=2e-6)
+    finally:
+        sys.setswitchinterval(before)
