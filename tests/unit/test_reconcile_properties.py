@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sgam.graph import Conflict, Fact, MemoryDelta, NotAllowed, NotFound, Schema, Status, default_schema, reconcile
@@ -116,7 +116,9 @@ def check_derived(rows: list[Fact], points: list[Point], created: tuple[dict, ..
         assert keys == stored[interval] if exact else keys <= stored[interval], (interval, keys, stored[interval])
     if many:
         return
-    for props in created:
+    # A pending candidate is not a version (it is believed nowhere until promoted): only the new
+    # confirmed rows name what they supersede.
+    for props in (p for p in created if p["status"] == Status.CONFIRMED.value):
         before = [r.memory_id for r in believed if r.valid_to == props["valid_from"] and r.value_key != props["value_key"]]
         if before:
             assert props["supersedes_memory_id"] == before[0]
@@ -181,6 +183,11 @@ def pending_rows(rows: list[Fact]) -> dict:
 
 @settings(max_examples=300, deadline=None)
 @given(sequence=gated_ops, requires=st.integers(2, 3), sensitive=st.booleans(), replay=st.booleans())
+# Found by hypothesis: a value promoted, retracted from day 1, and another value proposed from day 1
+# (its candidate starts where the believed version ends, and names nothing as superseded).
+@example(sequence=[("assert", 0, 0, False, 0, False)] * 6 + [
+    ("assert", 0, 0, False, 1, False), ("retract", 0, 1, False, 0, False), ("assert", 1, 1, False, 0, False)],
+    requires=2, sensitive=False, replay=False)
 def test_candidates_match_oracle(sequence, requires, sensitive, replay):
     if replay:
         sequence = sequence + sequence[: len(sequence) // 2]
