@@ -1,5 +1,6 @@
-"""The GIL handed over promptly while threads share the work of writes that wait on the server.
+"""Process-wide settings that the write path changes while it plans, shared by the threads that plan.
 
+**The GIL handed over promptly** while threads share the work of writes that wait on the server.
 An import writes one chunk while a worker thread plans the next, and ``write_many``'s lanes are
 threads of one process. The thread waiting on the server needs the GIL back each time part of an
 answer arrives (a result comes in many socket reads), and a thread that is computing holds it
@@ -8,42 +9,73 @@ that much per read. In a 50,000-delta import the first statement of each chunk t
 time for 0.4 s of the server's. :func:`prompt_handoffs` shortens the interval for as long as such
 work runs (sgam/bench/README.md, session 21, for what it changed).
 
-The interval belongs to the whole process: it is shortened while any such block runs, and the value
+**No cyclic garbage collection** while a batch is planned (:func:`collector_paused`): a batch
+allocates tens of thousands of short-lived, acyclic objects (rows, plans, parameter maps) that
+reference counting frees, and with collection on, the collector's passes over everything the
+process holds cost about 40% of the in-memory time.
+
+Both settings belong to the whole process, and an import's worker and main thread (or two lanes)
+may be inside such a block at once: the setting is changed while any block runs, and the value
 found before the first is put back after the last.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 # 0.05 ms. Alternating runs of the scale stream's import: 0.2 ms against 5 ms took 9% less time at
 # 100k and 14% less at 300k; 0.05 ms against 0.2 ms another 7% (100k) and 5% (300k), for 2-4% more
 # Python CPU; 0.5 ms gained about half of what 0.2 ms did.
 HANDOFF_INTERVAL = 0.00005
-_lock = threading.Lock()
-_users = 0
-_saved = 0.0
 
 
-@contextmanager
-def prompt_handoffs() -> Iterator[None]:
-    """The interpreter's switch interval at most :data:`HANDOFF_INTERVAL` seconds inside the block."""
-    global _users, _saved
-    with _lock:
-        if _users == 0:
-            _saved = sys.getswitchinterval()
-            sys.setswitchinterval(min(HANDOFF_INTERVAL, _saved))
-        _users += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                sys.setswitchinterval(_saved)
+class Shared(Generic[T]):
+    """A process-wide setting that blocks on any thread change together: the first block to enter
+    reads it and sets ``changed(found)``, the last to leave puts ``found`` back."""
+
+    def __init__(self, read: Callable[[], T], write: Callable[[T], object]) -> None:
+        self._read, self._write = read, write
+        self._lock = threading.Lock()
+        self._users = 0
+        self._found: T | None = None
+
+    @contextmanager
+    def held(self, changed: Callable[[T], T]) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._found = found = self._read()
+                self._write(changed(found))
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._write(self._found)  # type: ignore[arg-type]  # read by the first block
 
 
-__all__ = ["HANDOFF_INTERVAL", "prompt_handoffs"]
+_INTERVAL = Shared(sys.getswitchinterval, sys.setswitchinterval)
+_COLLECTOR = Shared(gc.isenabled, lambda on: gc.enable() if on else gc.disable())
+
+
+def prompt_handoffs() -> AbstractContextManager[None]:
+    """The interpreter's switch interval at most :data:`HANDOFF_INTERVAL` seconds inside the block
+    (read when the first block starts)."""
+    return _INTERVAL.held(lambda found: min(HANDOFF_INTERVAL, found))
+
+
+def collector_paused() -> AbstractContextManager[None]:
+    """No cyclic garbage collection inside the block (never across a ``yield`` to the server); the
+    collector is on again after the last such block only if it was on before the first."""
+    return _COLLECTOR.held(lambda found: False)
+
+
+__all__ = ["HANDOFF_INTERVAL", "Shared", "collector_paused", "prompt_handoffs"]

@@ -24,10 +24,8 @@ Steps of one batch, all in one transaction:
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
@@ -39,6 +37,7 @@ from .reconcile import DEFAULT_MAX_FUTURE, PREVIOUS_VERSION, Point, apply_plan, 
     reconcile
 from .schema import Schema, quote_identifier
 from .codec import INSTANTS, caption, fact_from_properties, native, storable
+from .handoffs import collector_paused
 from .steps import InTx, Operation, Records, Statement, Steps
 from . import telemetry
 
@@ -386,7 +385,7 @@ def _plan(prepared: list[Prepared], locked: _Locked, schema: Schema, now: dateti
     # What this batch applies for the first time: an unchanged (repeated) statement got its
     # MENTIONS links when it was applied, and must not gain one now that its target exists.
     changed: list[Prepared] = []
-    with _gc_paused():
+    with collector_paused():
         for item in prepared:
             result = _reconcile_one(item, locked, schema, now, creates, touched, max_future)
             results.append(result)
@@ -670,7 +669,7 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, ment
     locked = _Locked()
     wanted: list[str] = []
     latest: list[datetime] = []
-    with _gc_paused():
+    with collector_paused():
         for record in records:
             tenant, subject = record["tenant_id"], record["id"]
             if (tenant, subject) in only_targets:
@@ -699,7 +698,7 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, ment
     locked.latest = max(latest) if latest else None
     if wanted:
         fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
-        with _gc_paused():
+        with collector_paused():
             for record in fetched:
                 props = record["props"]
                 fact = fact_from_properties(props)
@@ -738,24 +737,6 @@ def _outline_row(eid: str, tenant: str, subject: str, attribute: str, valid_from
     row = _OutlineRow(memory_id, tenant, subject, attribute, datetime.fromisoformat(valid_from),
                       None if valid_to is None else datetime.fromisoformat(valid_to), value_key)
     return row  # type: ignore[return-value]  # read like a Fact by reconcile and apply_plan
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection during a batch's in-memory work (never across a ``yield``).
-
-    A batch allocates tens of thousands of short-lived, acyclic objects (rows, plans, parameter
-    maps) that reference counting frees; with collection on, the collector's passes over
-    everything the process holds cost about 40% of the in-memory time. The collector is switched
-    back on afterwards only if it was on before.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass

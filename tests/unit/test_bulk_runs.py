@@ -3,6 +3,7 @@ fingerprint that tells a re-run of the same stream from a different one (no Neo4
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from array import array
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from sgam.graph import Conflict, MemoryDelta, default_schema
 from sgam.graph.errors import SgamError
 from sgam.graph.bulk import Decision, check_steps, decide, prepared_ahead
-from sgam.graph.handoffs import HANDOFF_INTERVAL, prompt_handoffs
+from sgam.graph.handoffs import HANDOFF_INTERVAL, collector_paused, prompt_handoffs
 from sgam.graph.steps import scripted
 
 AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -198,3 +199,39 @@ def test_overlapping_imports_restore_the_interval_found_before_the_first() -> No
             assert sys.getswitchinterval() == pytest.approx(HANDOFF_INTERVAL / 2, abs=2e-6)
     finally:
         sys.setswitchinterval(before)
+
+
+def test_the_collector_stays_paused_until_the_last_planning_thread_leaves() -> None:
+    """An import's worker and main thread can both plan at once: the first to leave must not switch
+    the collector back on under the other (it did, as a toggle without a count)."""
+    assert gc.isenabled()
+    entered, leave, left = threading.Event(), threading.Event(), threading.Event()
+
+    def worker() -> None:
+        with collector_paused():
+            entered.set()
+            leave.wait(5)
+        left.set()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert entered.wait(5)
+        with collector_paused():
+            leave.set()
+            assert left.wait(5)  # the worker's block is over, this one is not
+            assert not gc.isenabled()
+        assert gc.isenabled()
+    finally:
+        leave.set()
+        thread.join(5)
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a refused batch")
+    assert gc.isenabled()
+    gc.disable()  # off before: left off
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
