@@ -37,8 +37,8 @@ HANDOFF_INTERVAL = 0.00005
 
 
 class Shared(Generic[T]):
-    """A process-wide setting that blocks on any thread change together: the first block to enter
-    reads it and sets ``changed(found)``, the last to leave puts ``found`` back."""
+    """A process-wide setting changed while any of its blocks runs, on any thread: the first block
+    to enter reads it and sets ``changed(found)``, the last to leave puts ``found`` back."""
 
     def __init__(self, read: Callable[[], T], write: Callable[[T], object]) -> None:
         self._read, self._write = read, write
