@@ -1053,12 +1053,11 @@ def fact_entry(row: Fact, eid: str, schema: Schema) -> dict[str, Any]:
     """The parameter row that creates ``row`` under the subject with element id ``eid``:
     for :data:`CREATE_RELATION_FACTS` when ``row.kind`` is ``relation``, else for
     :data:`CREATE_ATTRIBUTE_FACTS`."""
+    stored, instants = storable(vars(row))  # the fields, as model_dump() gives them
     # Sent as little as the row needs: a null property is not stored anyway, and a date or
     # datetime value goes as ISO text that the statement types (the driver's conversion of a
     # temporal value cost about 0.15 ms each, more than the server's write of the whole row).
-    stored, instants = storable({k: v for k, v in vars(row).items() if v is not None})  # as model_dump() gives them
-    for key in INSTANTS:
-        instants.setdefault(key, None)
+    stored = {key: value for key, value in stored.items() if value is not None}
     value = stored.get("value")
     if isinstance(value, (date, datetime)):
         stored["value"] = value.isoformat()
