@@ -468,8 +468,8 @@ class WritePlan:
 
 
 def _but(plan: WritePlan, **changes: Any) -> WritePlan:
-    """``dataclasses.replace(plan, **changes)`` for the planning's hot path: ``replace`` runs the
-    frozen dataclass's ``__init__`` again, which sets every field through ``object.__setattr__``
+    """``dataclasses.replace(plan, **changes)``, the one way a plan is copied here: ``replace`` runs
+    the frozen dataclass's ``__init__`` again, which sets every field through ``object.__setattr__``
     (about 6 us a plan, two plans a delta). Only the fields ``replace`` would accept."""
     unknown = changes.keys() - plan.__dict__.keys()
     if unknown:
@@ -620,7 +620,7 @@ def reconcile(
     if delta.op is Op.CONFIRM:
         return _confirm(slot, pending, delta, vkey)
     if delta.op is Op.RETRACT and candidate is not None:
-        return replace(base, outcome="withdrawn", expire=(candidate.memory_id,), statements=seeded,
+        return _but(base, outcome="withdrawn", expire=(candidate.memory_id,), statements=seeded,
                        message=f"candidate {candidate.memory_id} (value {shown(candidate.value)}) withdrawn")
     if delta.op is not Op.RETRACT and spec.gated and not slot.holds(vkey, delta.valid_from):
         return _propose(slot, pending, candidate, delta, value, vkey)
@@ -848,20 +848,20 @@ def _overlaps(a_start: datetime, a_end: datetime | None, b_start: datetime, b_en
 def _propose(slot: _Slot, pending: list[Fact], candidate: Fact | None, delta: MemoryDelta,
              value: Any, vkey: str) -> WritePlan:
     """A gated value that does not hold yet: open or support its candidate, promoting at N."""
-    spec, base = slot.spec, replace(slot.base, statements=slot.seeded)
+    spec, base = slot.spec, _but(slot.base, statements=slot.seeded)
     withdrawn: tuple[str, ...] = ()
     if delta.op is Op.CORRECT:
         withdrawn = tuple(r.memory_id for r in pending if r.value_key != vkey)
     if candidate is None:
         props = _candidate_props(base, delta, value, vkey, slot.schema)
         waiting = "a confirmation" if spec.sensitive else f"{spec.requires} distinct episodes"
-        return replace(base, outcome="candidate", expire=withdrawn, create=(props,),
+        return _but(base, outcome="candidate", expire=withdrawn, create=(props,),
                        message=f"stored as a candidate; it needs {waiting} to be confirmed")
     supported = _supported(candidate, base)
     if spec.sensitive or len(supported.support_episodes) < spec.requires:
         have = len(supported.support_episodes)
         waiting = "a confirmation" if spec.sensitive else f"{have} of {spec.requires} distinct episodes"
-        return replace(base, outcome="candidate", expire=withdrawn, support=(candidate.memory_id,),
+        return _but(base, outcome="candidate", expire=withdrawn, support=(candidate.memory_id,),
                        message=f"candidate {candidate.memory_id} gained support; {waiting}")
     return _promote(slot, supported, withdrawn, by=None)
 
@@ -901,25 +901,25 @@ def _settle(slot: _Slot, pending: list[Fact], delta: MemoryDelta, point: Point, 
             values[run.value_key] = slot.schema.coerce(plan.attribute, run.opener.value)[0]
         create.append(_row_props(plan, slot.spec, slot.schema, run, values[run.value_key], Status.CANDIDATE))
     changes_believed = bool(plan.create or plan.expire)
-    plan = replace(plan, expire=(*plan.expire, *expire), support=(*plan.support, *support),
+    plan = _but(plan, expire=(*plan.expire, *expire), support=(*plan.support, *support),
                    create=(*plan.create, *create))
     believed = {run.value_key for run in runs}
     promoted = [r for r in pending if r.memory_id in expire and r.value_key in believed]
     dropped = [r for r in pending if r.memory_id in expire and r.value_key not in {c.value_key for c in candidates}]
     if any(point.key == p.key for run in candidates for p in run.support):
-        return replace(plan, outcome="candidate", message=(
+        return _but(plan, outcome="candidate", message=(
             "stored as a candidate; it disagrees with the version in force from another source; "
             "it needs a confirmation"))
     if point.op == _CONFIRM:
         if not promoted:
-            return replace(plan, outcome="kept", message=(
+            return _but(plan, outcome="kept", message=(
                 f"confirmation kept: no statement of value {shown(value)} is held now; it promotes "
                 "any that is"))
-        return replace(plan, outcome="promoted", message=(
+        return _but(plan, outcome="promoted", message=(
             f"candidate {promoted[0].memory_id} (value {shown(value)}) promoted, confirmed by "
             f"{point.asserted_by}"))
     if point.op == _RETRACT and dropped and not changes_believed:
-        return replace(plan, outcome="withdrawn", message=f"candidate {dropped[0].memory_id} "
+        return _but(plan, outcome="withdrawn", message=f"candidate {dropped[0].memory_id} "
                        f"(value {shown(dropped[0].value)}) withdrawn")
     return plan
 
@@ -972,7 +972,7 @@ def _promote(slot: _Slot, candidate: Fact, withdrawn: tuple[str, ...],
         f"{len(candidate.support_episodes)} distinct episodes")
     readers = slot.spec.visible_to(candidate.subject)
     named = "" if readers is not None and confirmer not in readers else f" (value {shown(candidate.value)})"
-    return replace(plan, outcome="promoted",
+    return _but(plan, outcome="promoted",
                    expire=(*withdrawn, *plan.expire, candidate.memory_id),
                    message=f"candidate {candidate.memory_id}{named} promoted, {how}; {plan.outcome}")
 
@@ -1112,6 +1112,6 @@ def rederive(existing: Sequence[Fact], points: Sequence[Point], schema: Schema, 
     ids = dict(kept)
     ids.update(((p["valid_from"], p["valid_to"], p["value_key"]), p["memory_id"]) for p in create)
     slot._link([p for p in create if p["status"] == Status.CONFIRMED.value], runs, ids, slot.rows)
-    return replace(base, outcome="rederived", expire=tuple(r.memory_id for r in stored.values()),
+    return _but(base, outcome="rederived", expire=tuple(r.memory_id for r in stored.values()),
                    create=tuple(create), statements=tuple(points))
 
