@@ -1,14 +1,19 @@
 """What the write path sends, against the real Neo4j: a fact's date or datetime value goes as ISO
-text and is stored typed (on the fact and its value node), by every path that creates facts; a
-statement's parameters are sent whole but never spelled out in the driver's debug log."""
+text and is stored typed (on the fact and its value node), by every path that creates facts; so
+does an episode's ``occurred_at``; a statement's parameters are sent whole but never spelled out
+in the driver's debug log."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sgam import Episode, MemoryDelta, MemoryGraph
 from sgam.graph.steps import Statement, UnloggedList, UnloggedMap
@@ -77,6 +82,62 @@ def test_a_date_value_compares_with_cypher_dates(graph: MemoryGraph, tenant: str
         "MATCH (e:Entity {tenant_id: $tenant})-[f:PASSPORT_DEADLINE]->() WHERE f.value < date('2026-01-03') "
         "RETURN e.id AS id ORDER BY id", tenant=tenant, database_=graph.store.database).records
     assert [r["id"] for r in due] == ["p0", "p1"]
+
+
+# Instants an episode may carry: the ends of the years Neo4j and Python share, a whole second, a
+# microsecond, a named zone across a daylight-saving change and fixed offsets either side of UTC.
+EDGE_INSTANTS = [
+    datetime(1, 1, 1, tzinfo=timezone.utc),
+    datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc),
+    datetime(2026, 3, 29, 1, 30, tzinfo=ZoneInfo("Europe/Lisbon")),
+    datetime(2026, 10, 25, 1, 30, fold=1, tzinfo=ZoneInfo("Europe/Lisbon")),
+    datetime(2025, 6, 1, 23, 0, 0, 1, tzinfo=timezone(timedelta(hours=-9, minutes=-30))),
+    datetime(2025, 6, 1, 0, 0, tzinfo=timezone(timedelta(hours=14))),
+]
+
+
+def _recorded_instants(graph: MemoryGraph, tenant: str, instants: list[datetime]) -> None:
+    """Record one episode per instant; each is stored as a ZONED DATETIME at its UTC instant."""
+    episodes = [Episode(tenant_id=tenant, id=f"e{i}", content=f"said at {at.isoformat()}", occurred_at=at,
+                        actor="user:mira") for i, at in enumerate(instants)]
+    assert set(graph.record_episodes(episodes).values()) == {"created"}
+    stored = graph.store.driver.execute_query(
+        "MATCH (e:Episode {tenant_id: $tenant}) "
+        "RETURN e.id AS id, e.occurred_at AS at, valueType(e.occurred_at) AS type",
+        tenant=tenant, database_=graph.store.database).records
+    by_id = {r["id"]: r for r in stored}
+    assert sorted(by_id) == sorted(e.id for e in episodes)
+    for i, at in enumerate(instants):
+        row = by_id[f"e{i}"]
+        assert row["type"] == "ZONED DATETIME NOT NULL", at
+        # the same instant (== across zones is False for a time in a daylight-saving gap or fold)
+        assert row["at"].to_native() == at.astimezone(timezone.utc), at
+        assert row["at"].utcoffset() == timedelta(0), at
+    # Cypher's time comparisons see the instants as instants: the earliest and latest by the index.
+    utc = sorted(at.astimezone(timezone.utc) for at in instants)
+    first, last = utc[0], utc[-1]
+    ends = graph.store.driver.execute_query(
+        "MATCH (e:Episode {tenant_id: $tenant}) WHERE e.occurred_at <= $first OR e.occurred_at >= $last "
+        "RETURN e.occurred_at AS at", tenant=tenant, first=first, last=last,
+        database_=graph.store.database).records
+    assert {r["at"].to_native() for r in ends} == {first, last}
+
+
+def test_an_episode_time_is_stored_typed_at_its_instant(graph: MemoryGraph, tenant: str) -> None:
+    """``occurred_at`` goes as ISO text (the driver's conversion cost most of recording an episode)
+    and is stored as a zoned datetime at the same instant, in UTC."""
+    _recorded_instants(graph, tenant, EDGE_INSTANTS)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31),
+                             timezones=st.timezones()), min_size=1, max_size=8, unique=True))
+def test_any_episode_time_round_trips(graph: MemoryGraph, instants: list[datetime]) -> None:
+    tenant = f"t-occurred-{uuid.uuid4().hex[:12]}"
+    try:
+        _recorded_instants(graph, tenant, instants)
+    finally:
+        graph.delete_tenant(tenant)
 
 
 def test_parameters_are_sent_whole_but_not_spelled_out_in_the_debug_log(
