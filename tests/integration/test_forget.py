@@ -83,3 +83,26 @@ def test_forgetting_a_target_removes_relation_facts_pointing_at_it(seeded: Memor
 def test_forgetting_an_unknown_subject_says_so(graph: MemoryGraph, tenant: str) -> None:
     with pytest.raises(NotFound, match="nobody"):
         graph.forget_subject(tenant, "nobody")
+
+
+@pytest.mark.parametrize("offset, allowed", [(timedelta(microseconds=-1), False), (timedelta(0), True),
+                                             (timedelta(microseconds=1), True)])
+def test_the_erasure_instant_is_compared_to_the_microsecond(seeded: MemoryGraph, tenant: str,
+                                                            offset: timedelta, allowed: bool) -> None:
+    """An episode one microsecond before the erasure cannot bring the subject back; one at or after
+    it may, by ``write`` and ``write_many`` (the episode's time is read back as text and parsed there)."""
+    seeded.forget_subject(tenant, "mira")
+    [stone] = seeded.store.read("MATCH (t:Tombstone {tenant_id: $t, subject: 'mira'}) RETURN t.forgotten_at AS at",
+                                {"t": tenant})
+    at = stone["at"].to_native().astimezone(timezone.utc) + offset
+    seeded.record_episode(tenant_id=tenant, id="e-edge", content=f"Mira again at {at.isoformat()}", occurred_at=at)
+    delta = MemoryDelta(tenant_id=tenant, subject="mira", attribute="home_city", value="Faro",
+                        valid_from=at, source_episode_id="e-edge")
+    outcome = seeded.write_many([delta])
+    assert (not outcome.rejected) is allowed, outcome.rejected
+    if allowed:
+        assert [f.value for f in seeded.history(tenant, "mira")] == ["Faro"]
+    else:
+        assert "forgotten" in str(outcome.rejected[0].error)
+        with pytest.raises(Conflict, match="forgotten"):
+            seeded.write(delta)
