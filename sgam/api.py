@@ -1046,9 +1046,9 @@ class MemoryGraph(_Queries):
 
         Rejected deltas are reported in the result and the rest are applied; with ``atomic=True``
         the first error is raised and nothing is written (one transaction). Otherwise up to
-        ``workers`` lanes of batches, split by subject, run side by side (worth trying on a bigger
-        machine; a transient error such as a deadlock is retried by the driver after a pause and
-        counted in :attr:`retries`).
+        ``workers`` lanes of batches (two by default, never more than there are batches), split by
+        subject, run side by side: a subject's deltas stay in order in one lane. A transient error
+        such as a deadlock is retried by the driver after a pause and counted in :attr:`retries`.
         """
         store, deltas = self._items_store(deltas)
         ops = self._lanes(deltas, atomic, batch_size, workers)
