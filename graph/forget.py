@@ -83,9 +83,11 @@ RETURN count(e) AS subjects, e.name AS name, e.merged_into AS merged_into, only,
                  WITH id WHERE id IS NOT NULL RETURN DISTINCT id } AS cited
 """
 
-# The subject's values that another subject's fact also holds: not the subject's to erase.
+# The subject's values that another subject's fact also holds: not the subject's to erase. A fact
+# leaves its subject's entity, so the tenant's entities (an index seek) lead to every one of its
+# facts; a match on the relationships alone read every relationship of the database.
 HELD_ELSEWHERE = """
-MATCH ()-[f]->()
+MATCH (:Entity {tenant_id: $tenant})-[f]->()
 WHERE f.tenant_id = $tenant AND f.memory_id IS NOT NULL AND f.subject <> $subject
   AND toString(f.value) IN $values
 RETURN collect(DISTINCT toString(f.value)) AS held
@@ -114,9 +116,10 @@ WHERE {_NAMES_A_NEEDLE}
 RETURN elementId(x) AS eid, type(x) AS type, x.memory_id AS memory_id, texts
 """
 
-# Episodes a fact that stays cites (so they are redacted rather than deleted).
+# Episodes a fact that stays cites (so they are redacted rather than deleted); from the tenant's
+# entities, as HELD_ELSEWHERE.
 CITED_BY_OTHERS = """
-MATCH (a)-[f]->(b)
+MATCH (a:Entity {tenant_id: $tenant})-[f]->(b)
 WHERE f.tenant_id = $tenant AND f.memory_id IS NOT NULL AND NOT f.memory_id IN $dropped
   AND NOT (a:Entity AND a.id = $subject) AND NOT (b:Entity AND b.id = $subject)
 UNWIND [f.source_episode_id, f.expired_by_episode_id] + coalesce(f.support_episodes, []) AS id
