@@ -385,7 +385,7 @@ class Stream:
         self.values = _ScaleValues(self.rng, self)
         self.codec = _Codec()
         self.attributes = list(PERSON_WEIGHTS)
-        self.weights = list(itertools.accumulate(PERSON_WEIGHTS.values()))  # cumulative
+        self.cum_weights = list(itertools.accumulate(PERSON_WEIGHTS.values()))
         self._attribute_code = {name: i for i, name in enumerate(ATTRIBUTES)}
         self._many = [SCHEMA.attribute(a).cardinality is Cardinality.MANY for a in ATTRIBUTES]
         self.pool = 50
@@ -544,7 +544,7 @@ class Stream:
         rng = self.rng
         if rng.random() < COMPANY_SHARE:
             return -1 - rng.randrange(self.companies), LOCATED_IN
-        attribute = self._attribute_code[rng.choices(self.attributes, cum_weights=self.weights)[0]]
+        attribute = self._attribute_code[rng.choices(self.attributes, cum_weights=self.cum_weights)[0]]
         if rng.random() < HOT_FACTS:
             hot = max(1, int(self.pool * HOT_SHARE))
             return int(hot * rng.random() ** 2), attribute
