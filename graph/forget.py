@@ -121,7 +121,7 @@ RETURN elementId(x) AS eid, type(x) AS type, x.memory_id AS memory_id, texts
 CITED_BY_OTHERS = """
 MATCH (a:Entity {tenant_id: $tenant})-[f]->(b)
 WHERE f.tenant_id = $tenant AND f.memory_id IS NOT NULL AND NOT f.memory_id IN $dropped
-  AND NOT (a:Entity AND a.id = $subject) AND NOT (b:Entity AND b.id = $subject)
+  AND a.id <> $subject AND NOT (b:Entity AND b.id = $subject)
 UNWIND [f.source_episode_id, f.expired_by_episode_id] + coalesce(f.support_episodes, []) AS id
 WITH id WHERE id IN $episodes
 RETURN collect(DISTINCT id) AS cited

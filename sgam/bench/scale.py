@@ -41,7 +41,6 @@ adds the relations the 3-hop traversal needs. Results: ``scale-<timestamp>.json`
 from __future__ import annotations
 
 import gc
-import itertools
 import json
 import logging
 import os
@@ -161,6 +160,7 @@ class _ScaleValues(Values):
         return super().draw(attribute, subject, at)
 
 
+_PERSON_TABLE = tuple(PERSON_WEIGHTS.items())  # for workload.choose
 ATTRIBUTES = (*PERSON_WEIGHTS, "located_in")  # attribute codes; located_in is the company attribute
 LOCATED_IN, KNOWS, WORKS_AT = (ATTRIBUTES.index(a) for a in ("located_in", "knows", "works_at"))
 OPS = (Op.ASSERT, Op.RETRACT, Op.CORRECT)
@@ -384,8 +384,6 @@ class Stream:
         self.rng = random.Random(seed)
         self.values = _ScaleValues(self.rng, self)
         self.codec = _Codec()
-        self.attributes = list(PERSON_WEIGHTS)
-        self.cum_weights = list(itertools.accumulate(PERSON_WEIGHTS.values()))
         self._attribute_code = {name: i for i, name in enumerate(ATTRIBUTES)}
         self._many = [SCHEMA.attribute(a).cardinality is Cardinality.MANY for a in ATTRIBUTES]
         self.pool = 50
@@ -544,7 +542,7 @@ class Stream:
         rng = self.rng
         if rng.random() < COMPANY_SHARE:
             return -1 - rng.randrange(self.companies), LOCATED_IN
-        attribute = self._attribute_code[rng.choices(self.attributes, cum_weights=self.cum_weights)[0]]
+        attribute = self._attribute_code[choose(rng, _PERSON_TABLE)]
         if rng.random() < HOT_FACTS:
             hot = max(1, int(self.pool * HOT_SHARE))
             return int(hot * rng.random() ** 2), attribute
