@@ -9,10 +9,11 @@ that much per read. In a 50,000-delta import the first statement of each chunk t
 time for 0.4 s of the server's. :func:`prompt_handoffs` shortens the interval for as long as such
 work runs (sgam/bench/README.md, session 21, for what it changed).
 
-**No cyclic garbage collection** while a batch is planned (:func:`collector_paused`): a batch
-allocates tens of thousands of short-lived, acyclic objects (rows, plans, parameter maps) that
-reference counting frees, and with collection on, the collector's passes over everything the
-process holds cost about 40% of the in-memory time.
+**No cyclic garbage collection** while a batch is planned or written (:func:`collector_paused`): a
+batch allocates tens of thousands of short-lived, acyclic objects (records, rows, plans, parameter
+maps) that reference counting frees, and with collection on, the collector's passes over
+everything the process holds cost about 40% of the in-memory time. A write transaction holds the
+pause from its first statement to its commit (``store``), waits on the server included.
 
 Both settings belong to the whole process, and an import's worker and main thread (or two lanes)
 may be inside such a block at once: the setting is changed while any block runs, and the value
@@ -73,8 +74,10 @@ def prompt_handoffs() -> AbstractContextManager[None]:
 
 
 def collector_paused() -> AbstractContextManager[None]:
-    """No cyclic garbage collection inside the block (never across a ``yield`` to the server); the
-    collector is on again after the last such block only if it was on before the first."""
+    """No cyclic garbage collection inside the block; the collector is on again after the last
+    such block only if it was on before the first. A ``with`` in a frame that runs to its end, never
+    across a generator's ``yield``: a generator dropped in a reference cycle is closed only by the
+    collector, which it would be keeping off."""
     return _COLLECTOR.held(lambda found: False)
 
 
