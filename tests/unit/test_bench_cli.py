@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ from typer.testing import CliRunner
 
 from sgam.bench import replay as bench_replay, scale as bench_scale
 from sgam.cli import app
+from sgam.cli import bench as cli_bench
 from sgam.cli.bench import _sizes
 
 
@@ -32,9 +35,21 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
     return seen
 
 
-def test_bare_bench_runs_scale_then_replay_with_their_defaults(calls: list) -> None:
+def test_bare_bench_runs_scale_then_replay_with_their_defaults(calls: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without NEO4J_URI, on a server of its own: asked for here, started and removed in
+    # tests/integration/test_bench_smoke.py (a unit test starts no server).
+    servers: list[bool] = []
+
+    @contextmanager
+    def server(own: bool) -> Iterator[None]:
+        servers.append(own)
+        yield
+
+    monkeypatch.delenv("NEO4J_URI", raising=False)
+    monkeypatch.setattr(cli_bench, "_bench_server", server)
     result = CliRunner().invoke(app, ["bench"])
     assert result.exit_code == 0, result.output
+    assert servers == [True]
     assert [name for name, _ in calls] == ["scale", "replay"]
     scale, replay = calls[0][1], calls[1][1]
     assert scale["sizes"] == list(bench_scale.DEFAULT_SIZES) and scale["window"] == 20_000
