@@ -18,7 +18,7 @@ from neo4j import exceptions as neo4j_errors
 from sgam import AsyncMemoryGraph, MemoryDelta, MemoryGraph, ProvisioningError, SgamError, StoreUnavailable
 from sgam.graph.ddl import bootstrap_op
 from sgam.graph.schema import default_schema
-from sgam.graph.steps import InTx
+from sgam.graph.steps import InTx, one
 from sgam.graph.steps import Statement as Cypher
 from sgam.queries import load_queries
 from sgam.bench.oracle import Slot, Statement
@@ -403,23 +403,18 @@ def _collector_seen(query: str) -> Any:
     return steps
 
 
-def _asked(request: InTx[Any]) -> Any:
-    """An operation of one request."""
-    return (yield request)
-
-
 @pytest.mark.parametrize("was_on", [True, False])
 def test_a_write_transaction_runs_without_the_collector_and_puts_it_back(graph: MemoryGraph, was_on: bool) -> None:
     """Off from a write transaction's first statement to its commit, after a failed one too; as the
     caller had it afterwards. A read transaction leaves it alone."""
     gc.enable() if was_on else gc.disable()
     try:
-        assert graph.store.run(_asked(InTx(_collector_seen("RETURN 1 AS one")))) == [False, False]
+        assert graph.store.run(one(InTx(_collector_seen("RETURN 1 AS one")))) == [False, False]
         assert gc.isenabled() is was_on
         with pytest.raises(SgamError, match="by zero"):
-            graph.store.run(_asked(InTx(_collector_seen("RETURN 1 / 0 AS never"))))
+            graph.store.run(one(InTx(_collector_seen("RETURN 1 / 0 AS never"))))
         assert gc.isenabled() is was_on
-        assert graph.store.run(_asked(InTx(_collector_seen("RETURN 1 AS one"), read=True))) == [was_on, was_on]
+        assert graph.store.run(one(InTx(_collector_seen("RETURN 1 AS one"), read=True))) == [was_on, was_on]
     finally:
         gc.enable()
 
@@ -429,10 +424,10 @@ def test_an_async_write_transaction_runs_without_the_collector_and_puts_it_back(
 
     async def scenario() -> list[Any]:
         async with await AsyncMemoryGraph.connect(uri, auth, schema=default_schema()) as graph:
-            written = await graph.store.run(_asked(InTx(_collector_seen("RETURN 1 AS one"))))
+            written = await graph.store.run(one(InTx(_collector_seen("RETURN 1 AS one"))))
             after = gc.isenabled()
             with pytest.raises(SgamError, match="by zero"):
-                await graph.store.run(_asked(InTx(_collector_seen("RETURN 1 / 0 AS never"))))
+                await graph.store.run(one(InTx(_collector_seen("RETURN 1 / 0 AS never"))))
             return [written, after, gc.isenabled()]
 
     assert gc.isenabled()

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from sgam.bench import replay as bench_replay, scale as bench_scale
 from sgam.cli import app
 from sgam.cli import bench as cli_bench
-from sgam.cli.bench import _sizes
 
 
 @pytest.fixture()
@@ -71,7 +70,7 @@ def test_scale_options_and_alias(calls: list) -> None:
 
 
 def test_sizes_parse_and_reject() -> None:
-    assert _sizes("10k, 100k,1m,2500") == [10_000, 100_000, 1_000_000, 2_500]
-    assert _sizes("1.5m") == [1_500_000]
+    assert cli_bench._sizes("10k, 100k,1m,2500") == [10_000, 100_000, 1_000_000, 2_500]
+    assert cli_bench._sizes("1.5m") == [1_500_000]
     result = CliRunner().invoke(app, ["bench", "scale", "--sizes", "ten"])
     assert result.exit_code != 0 and "'ten' is not a size" in result.output
