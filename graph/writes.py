@@ -675,41 +675,40 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, ment
     locked = _Locked()
     wanted: list[str] = []
     latest: list[datetime] = []
-    with collector_paused():
-        for record in records:
-            tenant, subject = record["tenant_id"], record["id"]
-            if (tenant, subject) in only_targets:
-                locked.targets[(tenant, subject)] = record["eid"]
-                continue
-            locked.subject_ids[(tenant, subject)] = record["eid"]
-            locked.node_ids[("Entity", tenant, subject)] = record["eid"]
-            locked.applied.update(k for keys in record["applied"] for k in keys or ())
-            for attribute, entries, updated in record["ledgers"]:
-                points = Point.many_from_json(entries or ())
-                locked.points[(tenant, subject, attribute)] = points
-                locked.applied.update(k for p in points for k in p.supporting_keys)
-                if updated is not None:
-                    latest.append(datetime.fromisoformat(updated))
-            for eid, attribute, valid_from, valid_to, status, value_key, memory_id, recorded in record["outline"]:
-                slot = (tenant, subject, attribute)
-                latest.append(datetime.fromisoformat(recorded))
-                if status == Status.CONFIRMED.value and slot in locked.points \
-                        and not schema.attribute(attribute).gated:
-                    # The ledger decides; of a confirmed row the diff needs its interval only.
-                    locked.slots.setdefault(slot, []).append(_outline_row(
-                        eid, tenant, subject, attribute, valid_from, valid_to, value_key, memory_id))
-                    locked.row_ids[memory_id] = eid
-                else:
-                    wanted.append(eid)
+    # Inside the write transaction, which runs with the cyclic collector paused (``Store``).
+    for record in records:
+        tenant, subject = record["tenant_id"], record["id"]
+        if (tenant, subject) in only_targets:
+            locked.targets[(tenant, subject)] = record["eid"]
+            continue
+        locked.subject_ids[(tenant, subject)] = record["eid"]
+        locked.node_ids[("Entity", tenant, subject)] = record["eid"]
+        locked.applied.update(k for keys in record["applied"] for k in keys or ())
+        for attribute, entries, updated in record["ledgers"]:
+            points = Point.many_from_json(entries or ())
+            locked.points[(tenant, subject, attribute)] = points
+            locked.applied.update(k for p in points for k in p.supporting_keys)
+            if updated is not None:
+                latest.append(datetime.fromisoformat(updated))
+        for eid, attribute, valid_from, valid_to, status, value_key, memory_id, recorded in record["outline"]:
+            slot = (tenant, subject, attribute)
+            latest.append(datetime.fromisoformat(recorded))
+            if status == Status.CONFIRMED.value and slot in locked.points \
+                    and not schema.attribute(attribute).gated:
+                # The ledger decides; of a confirmed row the diff needs its interval only.
+                locked.slots.setdefault(slot, []).append(_outline_row(
+                    eid, tenant, subject, attribute, valid_from, valid_to, value_key, memory_id))
+                locked.row_ids[memory_id] = eid
+            else:
+                wanted.append(eid)
     locked.latest = max(latest) if latest else None
     if wanted:
         fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
-        with collector_paused():
-            for record in fetched:
-                props = record["props"]
-                fact = fact_from_properties(props)
-                locked.row_ids[fact.memory_id] = props["_eid"]
-                locked.slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
+        for record in fetched:
+            props = record["props"]
+            fact = fact_from_properties(props)
+            locked.row_ids[fact.memory_id] = props["_eid"]
+            locked.slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
     return locked
 
 

@@ -65,6 +65,7 @@ from sgam.bench.common import (
     neo4j_info, observed_keys, package_version, raw_write, write_tenant_cleanup,
 )
 from sgam.bench.workload import CITIES, EPOCH, HORIZON, MANY_OPS, ONE_OPS, Values, choose
+from sgam.graph.batches import DEFAULT_BATCH
 from sgam.graph.errors import InvalidDelta
 from sgam.graph.models import Cardinality, Episode, EpisodeKind, MemoryDelta, Op
 from sgam.graph.schema import Schema
@@ -937,7 +938,7 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
 
             retries.take()
             recent = list(stream.deltas(size - w, size))
-            raw_s = raw_write(graph, recent, raw_tenant, 2_000)
+            raw_s = raw_write(graph, recent, raw_tenant, DEFAULT_BATCH)  # as write_many batches
             with memory.phase("write_many", sgam_mb):
                 t0 = time.perf_counter()
                 batch = graph.write_many(recent)
