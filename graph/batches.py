@@ -60,12 +60,11 @@ def lanes(deltas: Sequence[MemoryDelta], size: int, atomic: bool, workers: int) 
 
 
 def lane_op(lane: Lane, schema: Schema, clock: Callable[[], datetime], atomic: bool = False,
-            max_future: timedelta = DEFAULT_MAX_FUTURE, ahead: bool = False) -> Operation[Done]:
-    """One lane's batches, one transaction each, in order. ``ahead``: plan each batch before
-    taking its locks (``writes.write_steps``), for lanes that run beside others."""
+            max_future: timedelta = DEFAULT_MAX_FUTURE) -> Operation[Done]:
+    """One lane's batches, one transaction each, in order."""
     done: Done = []
     for indices, chunk in lane:
-        done.append((indices, (yield from write_op(chunk, schema, clock, atomic, max_future, ahead))))
+        done.append((indices, (yield from write_op(chunk, schema, clock, atomic, max_future))))
     return done
 
 

@@ -15,9 +15,7 @@ Steps of one batch, all in one transaction:
    full only the rows the ledger cannot stand for (candidates, and slots without a ledger yet);
    then read the clock: transaction time starts under the locks;
 3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`); a bulk import's chunk
-   comes reconciled ahead (:func:`plan_ahead`), which is kept only if step 2 read nothing stored,
-   and a lane of ``write_many`` reconciles its batch from step 2's read made before the lock
-   (:func:`_read_ahead`), kept only if step 2 then reads the same;
+   comes reconciled ahead (:func:`plan_ahead`), which is kept only if step 2 read nothing stored;
 4. write the differences: updated rows, new attribute facts with their value nodes, new relation
    facts with their target entities, the statements appended to the ledgers, and ``MENTIONS``
    links from episodes to entities. A refused delta leaves nothing: it links nothing, and a subject
@@ -29,7 +27,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
-from operator import itemgetter
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -127,10 +124,15 @@ RETURN episodes, entities, mentioned
 # of the batch's episodes (``s.replay``). One branch per fact type of the schema, each guarded by
 # the subject's touched types before it expands: a subject with a long history of other
 # attributes (or many ``MENTIONS``) costs no more than its touched slots. ``%(branches)s`` is
-# filled in by :func:`lock_and_read_query`, and ``%(head)s``: the subjects' lock, or none.
+# filled in by :func:`lock_and_read_query`.
 LOCK_AND_READ = """
 UNWIND $subjects AS s
-%(head)s
+MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
+  ON CREATE SET e:$(s.type), e.type = s.type, e.name = s.name, e.created_at = $now
+// The write lock on the subject, leaving no trace: a batch that changes nothing (a replay)
+// changes no property; the write step stamps updated_at on the subjects it did change.
+SET e._lock = true
+REMOVE e._lock
 WITH e, s
 OPTIONAL CALL (e, s) {
 %(branches)s
@@ -166,24 +168,13 @@ _BRANCH = """  MATCH (e)-[f:%(type)s]->() WHERE %(name)s IN s.types AND f.attrib
   RETURN f"""
 
 
-@lru_cache(maxsize=128)
-def lock_and_read_query(types: tuple[str, ...], lock: bool = True) -> str:
-    """``LOCK_AND_READ`` for a schema whose facts are stored as relationship ``types``; with
-    ``lock=False``, the same read without taking (or creating) the subjects."""
+@lru_cache(maxsize=64)
+def lock_and_read_query(types: tuple[str, ...]) -> str:
+    """``LOCK_AND_READ`` for a schema whose facts are stored as relationship ``types``."""
     # quote_identifier admits only [A-Za-z0-9_], so the name is safe as a string literal too.
     branches = "\n  UNION ALL\n".join(
         _BRANCH % {"type": quote_identifier(t), "name": f"'{t}'"} for t in types)
-    if lock:
-        head = """MERGE (e:Entity {tenant_id: s.tenant_id, id: s.id})
-  ON CREATE SET e:$(s.type), e.type = s.type, e.name = s.name, e.created_at = $now
-// The write lock on the subject, leaving no trace: a batch that changes nothing (a replay)
-// changes no property; the write step stamps updated_at on the subjects it did change.
-SET e._lock = true
-REMOVE e._lock"""
-    else:  # the same read before the lock (_read_ahead): a subject not stored yet holds nothing
-        head = """OPTIONAL MATCH (e:Entity {tenant_id: s.tenant_id, id: s.id})
-  USING INDEX SEEK e:Entity(tenant_id, id)"""
-    return LOCK_AND_READ % {"branches": branches, "head": head}
+    return LOCK_AND_READ % {"branches": branches}
 
 # Rows read under the subject lock are addressed by element id: valid inside this transaction.
 # Support only grows (relative to what is stored: a row may be known here by its outline only), and
@@ -337,7 +328,6 @@ def write_steps(
     mentions: bool = True,
     max_future: timedelta = DEFAULT_MAX_FUTURE,
     planned: Planned | None = None,
-    ahead: bool = False,
 ) -> WriteSteps:
     """The whole write transaction for one batch (see the module docstring).
 
@@ -347,9 +337,6 @@ def write_steps(
     ``mentions=False``. ``max_future``: how far after now a ``valid_from`` may lie. ``planned``:
     the batch as :func:`plan_ahead` planned it (``checked`` batches only), used when the lock step
     finds that its subjects hold nothing; otherwise the batch is planned again under the locks.
-    ``ahead``: read the batch's slots and plan it before taking the locks, and keep that plan if
-    the lock step then reads exactly the same (lanes of ``write_many``: one lane plans while the
-    other holds the locks both need); otherwise the batch is planned again under the locks.
     """
     if planned is not None and not checked:
         raise ValueError("write_steps(planned=...) is for checked batches (bulk import) only")
@@ -366,21 +353,11 @@ def write_steps(
     if not prepared:
         return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
-    read: Records | None = None
-    if ahead and not checked:
-        before = yield from _read_ahead(prepared, schema, mentioned)
-        if before is not None:
-            read, was = before
-            # Stamped with the clock read after everything the plan rests on was read; kept only
-            # if the lock step reads the same, so no row it retires can be later than this.
-            planned = _planned(prepared, was, schema, max(clock(), was.latest) if was.latest else clock(),
-                               atomic, known, max_future)
     locked = yield from _lock_and_read(prepared, schema, planned.now if planned else clock(), mentioned,
-                                       targets=not checked, ahead=read)
+                                       targets=not checked)
     locked.node_ids.update(known)
-    if planned is not None and (locked.unchanged if read is not None else not locked.holds_rows()):
-        # Planned ahead against subjects that held nothing (bulk import), or against what the
-        # lock step read again: the same plan.
+    if planned is not None and not locked.holds_rows():
+        # Planned ahead against subjects that held nothing, and they hold nothing: the same plan.
         now = planned.now
         results.extend(planned.results)
         changed = planned.changed
@@ -392,8 +369,6 @@ def write_steps(
         now = max(clock(), locked.latest) if locked.latest is not None else clock()
         planned_here, changed, rows = _plan(prepared, locked, schema, now, atomic, checked, known, max_future)
         results.extend(planned_here)
-    # Relation targets the lock step created: those no new fact points at are removed again.
-    rows.unused += sorted(eid for key, eid in locked.targets.items() if ("Entity", *key) not in known)
     yield from _persist(changed, locked, rows, schema, now, mentions)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
@@ -427,6 +402,8 @@ def _plan(prepared: list[Prepared], locked: _Locked, schema: Schema, now: dateti
         # and no subject that the lock step created only for it.
         if len(accepted) < len(prepared) and not checked:
             rows.unused = _unused_subjects(prepared, accepted, known, locked)
+        # Relation targets the lock step created: those no new fact points at are removed again.
+        rows.unused += sorted(eid for key, eid in locked.targets.items() if ("Entity", *key) not in known)
         # What planning read is not needed to write: let it go before the collector runs again,
         # so that it does not find a batch's worth of statements and rows still alive.
         locked.slots.clear()
@@ -462,7 +439,6 @@ class Planned:
             if entry["eid"] is not None:
                 entry["eid"] = ids[entry["eid"]]
         rows.subjects = sorted(ids[s] for s in rows.subjects)
-        rows.unused = sorted(ids[s] for s in rows.unused)
         return rows
 
 
@@ -485,27 +461,16 @@ def plan_ahead(prepared: Sequence[Prepared], schema: Schema, now: datetime,
     return Planned(now, results, changed, rows, stand_ins)
 
 
-def _planned(prepared: list[Prepared], locked: _Locked, schema: Schema, now: datetime, atomic: bool,
-             known: dict[tuple[str, str, str], str], max_future: timedelta) -> Planned:
-    """A batch planned against what :func:`_read_ahead` read (``locked``, its subjects addressed
-    by stand-ins)."""
-    stand_ins = {stand_in: key for key, stand_in in locked.subject_ids.items()}
-    results, changed, rows = _plan(prepared, locked, schema, now, atomic, False, known, max_future)
-    return Planned(now, results, changed, rows, stand_ins)
-
-
 def write_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
-             atomic: bool = False, max_future: timedelta = DEFAULT_MAX_FUTURE,
-             ahead: bool = False) -> Operation[BatchResult]:
+             atomic: bool = False, max_future: timedelta = DEFAULT_MAX_FUTURE) -> Operation[BatchResult]:
     """Reconcile and persist ``deltas`` in one transaction, traced as one write span. ``atomic``:
-    a delta the schema refuses refuses the batch before anything is sent. ``ahead``: plan before
-    taking the locks (:func:`write_steps`)."""
+    a delta the schema refuses refuses the batch before anything is sent."""
     with telemetry.write_batch(deltas, atomic) as span:
         ready, rejected = prepare(deltas, schema)
         if atomic and rejected:
             raise rejected[0].error  # type: ignore[misc]
         result: BatchResult = yield InTx(lambda: write_steps(ready, rejected, schema, clock, atomic,
-                                                             max_future=max_future, ahead=ahead))
+                                                             max_future=max_future))
         telemetry.written(span, result)
         return result
 
@@ -668,9 +633,6 @@ class _Locked:
     node_ids: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # Relation targets that are no subject of the batch, locked with the subjects: (tenant, id) -> element id.
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
-    # The lock step read what the read before the lock read (``_lock_and_read(ahead=...)``): only
-    # the element ids above are filled in.
-    unchanged: bool = False
 
     def holds_rows(self) -> bool:
         """Whether the lock step read anything stored: a row, a statement, an applied key."""
@@ -678,37 +640,13 @@ class _Locked:
 
 
 def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, mentioned: set[tuple[str, str]],
-                   targets: bool = False, ahead: Records | None = None) -> Generator[Statement, Records, _Locked]:
+                   targets: bool = False) -> Generator[Statement, Records, _Locked]:
     """Lock the subjects (creating new ones) and read the believed rows of their slots, and the
     already-applied keys of the batch for the ``mentioned`` subjects (the only ones that can see
     a replay). ``targets``: lock the relation targets too (creating new ones), in the same sorted
     pass, so that a batch takes every entity lock it needs in one global order: lanes of
     ``write_many`` deadlocked on the unique-index entry of an entity that one lane had created as
-    a subject and another then merged as a relation target, each holding the other's next one.
-    ``ahead``: what :func:`_read_ahead` read before the lock; when the lock step reads the same,
-    the result holds the element ids only, and ``unchanged`` is set."""
-    subjects, only_targets = _subjects(prepared, schema, mentioned, targets)
-    records = yield Statement(lock_and_read_query(schema.fact_types()), {"subjects": subjects, "now": now})
-    if ahead is not None and _same_read(ahead, records, only_targets):
-        locked = _Locked(unchanged=True)
-        for record in records:
-            key = (record["tenant_id"], record["id"])
-            if key in only_targets:
-                locked.targets[key] = record["eid"]
-            else:
-                locked.subject_ids[key] = record["eid"]
-                locked.node_ids[("Entity", *key)] = record["eid"]
-        return locked
-    locked, wanted = _read(records, only_targets, schema, lambda record: record["eid"])
-    if wanted:
-        yield from _fetch_rows(locked, wanted)
-    return locked
-
-
-def _subjects(prepared: list[Prepared], schema: Schema, mentioned: set[tuple[str, str]],
-              targets: bool) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
-    """The lock step's ``$subjects`` (sorted, so that two batches lock shared subjects in the same
-    order), and the relation targets among them that are no subject of the batch."""
+    a subject and another then merged as a relation target, each holding the other's next one."""
     subjects: dict[tuple[str, str], dict[str, Any]] = {}
     for p in prepared:
         entry = subjects.setdefault(
@@ -731,13 +669,9 @@ def _subjects(prepared: list[Prepared], schema: Schema, mentioned: set[tuple[str
                 only_targets.add(key)
                 subjects[key] = {"tenant_id": key[0], "id": key[1], "type": p.target_type, "name": key[1],
                                  "attributes": [], "types": [], "keys": [], "replay": False}
-    return [subjects[k] for k in sorted(subjects)], only_targets
-
-
-def _read(records: Records, only_targets: set[tuple[str, str]], schema: Schema,
-          address: Callable[[dict[str, Any]], str]) -> tuple[_Locked, list[str]]:
-    """What the lock step (or :func:`_read_ahead`) read, and the element ids of the rows to read in
-    full (:func:`_fetch_rows`). ``address``: the id a subject's rows are written under."""
+    # Sorted, so that two batches lock shared subjects in the same order.
+    query = lock_and_read_query(schema.fact_types())
+    records = yield Statement(query, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
     locked = _Locked()
     wanted: list[str] = []
     latest: list[datetime] = []
@@ -747,8 +681,8 @@ def _read(records: Records, only_targets: set[tuple[str, str]], schema: Schema,
         if (tenant, subject) in only_targets:
             locked.targets[(tenant, subject)] = record["eid"]
             continue
-        locked.subject_ids[(tenant, subject)] = address(record)
-        locked.node_ids[("Entity", tenant, subject)] = address(record)
+        locked.subject_ids[(tenant, subject)] = record["eid"]
+        locked.node_ids[("Entity", tenant, subject)] = record["eid"]
         locked.applied.update(k for keys in record["applied"] for k in keys or ())
         for attribute, entries, updated in record["ledgers"]:
             points = Point.many_from_json(entries or ())
@@ -768,57 +702,14 @@ def _read(records: Records, only_targets: set[tuple[str, str]], schema: Schema,
             else:
                 wanted.append(eid)
     locked.latest = max(latest) if latest else None
-    return locked, wanted
-
-
-def _fetch_rows(locked: _Locked, wanted: list[str]) -> Generator[Statement, Records, None]:
-    fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
-    for record in fetched:
-        props = record["props"]
-        fact = fact_from_properties(props)
-        locked.row_ids[fact.memory_id] = props["_eid"]
-        locked.slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
-
-
-def _read_ahead(prepared: list[Prepared], schema: Schema,
-                mentioned: set[tuple[str, str]]) -> Generator[Statement, Records, tuple[Records, _Locked] | None]:
-    """Step 2's read before the lock, so that a batch can be planned while another transaction
-    holds the locks it will wait for (:func:`write_steps`, ``ahead``). Its subjects are addressed
-    by stand-ins (as :func:`plan_ahead`'s are) until the lock step gives their element ids. ``None``
-    when the batch needs rows read in full (candidates, slots without a ledger): those are planned
-    under the locks only."""
-    subjects, _ = _subjects(prepared, schema, mentioned, False)
-    records = yield Statement(lock_and_read_query(schema.fact_types(), lock=False), {"subjects": subjects})
-    locked, wanted = _read(records, set(), schema, lambda record: f"{record['tenant_id']}\x1f{record['id']}")
-    return None if wanted else (records, locked)
-
-
-def _same_read(ahead: Records, records: Records, only_targets: set[tuple[str, str]]) -> bool:
-    """Whether the lock step read what :func:`_read_ahead` read: the same believed rows (element
-    ids, validity, status, recorded_at), the same ledgers (every statement, and their last update)
-    and the same applied keys, subject by subject. A subject created by the lock step reads as one
-    that held nothing before it."""
-    before = {(r["tenant_id"], r["id"]): r for r in ahead}
-    for record in records:
-        key = (record["tenant_id"], record["id"])
-        if key in only_targets:
-            continue
-        read = before.get(key)
-        if read is None or not _same_rows(read, record):
-            return False
-    return len(before) == len(records) - len(only_targets)
-
-
-def _same_rows(read: dict[str, Any], record: dict[str, Any]) -> bool:
-    """One subject's two reads: the same whatever order the server returned the rows in (a dense
-    node's relationships come back in another order under another plan)."""
-    if read["outline"] == record["outline"] and read["ledgers"] == record["ledgers"] \
-            and read["applied"] == record["applied"]:
-        return True
-    first = itemgetter(0)  # a row's element id; a ledger's attribute
-    return sorted(read["outline"], key=first) == sorted(record["outline"], key=first) \
-        and sorted(read["ledgers"], key=first) == sorted(record["ledgers"], key=first) \
-        and {k for keys in read["applied"] for k in keys or ()} == {k for keys in record["applied"] for k in keys or ()}
+    if wanted:
+        fetched = yield Statement(FETCH_ROWS, {"ids": wanted})
+        for record in fetched:
+            props = record["props"]
+            fact = fact_from_properties(props)
+            locked.row_ids[fact.memory_id] = props["_eid"]
+            locked.slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
+    return locked
 
 
 @dataclass

@@ -306,9 +306,8 @@ class _Queries:
     def _lanes(self, deltas: Iterable[MemoryDelta], atomic: bool, batch_size: int,
                workers: int) -> list[Operation[list[tuple[list[int], BatchResult]]]]:
         """write_many's lanes (see ``graph.batches``), each one operation."""
-        split = lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)
-        return [lane_op(lane, self.store.schema, self.store.clock, atomic, self.store.max_future, len(split) > 1)
-                for lane in split]
+        return [lane_op(lane, self.store.schema, self.store.clock, atomic, self.store.max_future)
+                for lane in lanes(items_arg(deltas, MemoryDelta, "deltas"), batch_size, atomic, workers)]
 
     def _record_op(self, episodes: Sequence[Episode], status: str = "recorded") -> Operation[list[Recorded]]:
         return record_op(episodes, self.store.clock, status)

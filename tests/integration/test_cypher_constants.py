@@ -51,8 +51,7 @@ ROW = {"sid": "e1", "fid": "f1", "props": {"value": "7", "memory_id": "m1", "sub
 
 # Templated statements, through their builders: the module that owns each and how to build one.
 BUILT: dict[str, Callable[[MemoryGraph], list[str]]] = {
-    "sgam.graph.writes": lambda graph: [lock_and_read_query(("HOME_CITY", "COVERED_BY")),
-                                        lock_and_read_query(("HOME_CITY", "COVERED_BY"), lock=False)],
+    "sgam.graph.writes": lambda graph: [lock_and_read_query(("HOME_CITY", "COVERED_BY"))],
     "sgam.graph.evolution": lambda graph: [
         *_yielded(evolution.move_batch(PLAN, 0, MOVE, default_schema(), 10, NOW), []),
         *_yielded(evolution.move_batch(PLAN, 0, IN_PLACE, default_schema(), 10, NOW), []),

@@ -27,7 +27,7 @@ from sgam import Episode, MemoryDelta, MemoryGraph
 from sgam.cli import app
 from sgam.graph import Fact, Status
 from sgam.graph.schema import value_key
-from sgam.graph.writes import prepare, write_op
+from sgam.graph.writes import prepare
 from sgam.bench.oracle import ASSERT, CORRECT, RETRACT, Slot, Statement
 
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -257,29 +257,6 @@ def test_write_many_in_random_batches(graph: MemoryGraph, scenario: Scenario) ->
         # every row a result names was written (none stands for a row left out of its batch)
         stored = {r.memory_id for r in graph.history(tenant, kind.subject, kind.attribute)}
         assert named <= stored, f"{scenario.describe()}\nnamed but not stored: {sorted(named - stored)}"
-        return checkpoints
-
-    _run(graph, scenario, write)
-
-
-@settings(SETTINGS, max_examples=40)
-@given(scenario=scenarios())
-@example(scenario=LISBON_ROME)
-@example(scenario=LATE_B)
-def test_batches_planned_before_their_locks(graph: MemoryGraph, scenario: Scenario) -> None:
-    """Lanes of ``write_many`` plan each batch before taking its locks, and keep the plan when the
-    lock step reads the same: the same history as every other path."""
-    def write(tenant: str, kind: Kind, oracle: Slot) -> list[datetime]:
-        checkpoints = []
-        bounds = [0, *scenario.cuts, len(scenario.arrival)]
-        for begin, end in zip(bounds, bounds[1:]):
-            batch = scenario.arrival[begin:end]
-            result = graph.store.run(write_op([_delta(tenant, kind, s) for s in batch], graph.store.schema,
-                                              graph.store.clock, ahead=True))
-            assert not result.rejected, f"{scenario.describe()}\n{result.rejected[0].message}"
-            checkpoints.append(graph.clock())
-            for s in batch:
-                oracle.apply(s, checkpoints[-1])
         return checkpoints
 
     _run(graph, scenario, write)

@@ -32,7 +32,6 @@ from sgam.queries.loader import load_queries
 KEYED = {
     "writes.CHECK_STORED": writes.CHECK_STORED,
     "writes.lock_and_read_query": writes.lock_and_read_query(("HOME_CITY", "COVERED_BY")),
-    "writes.lock_and_read_query(lock=False)": writes.lock_and_read_query(("HOME_CITY", "COVERED_BY"), lock=False),
     "bulk.MISSING_EPISODES": bulk.MISSING_EPISODES,
     "bulk.MERGE_MENTIONS": bulk.MERGE_MENTIONS,
     "recording.LOOKUP": recording.LOOKUP,
