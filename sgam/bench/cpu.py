@@ -2,10 +2,10 @@
 
 Which side limits a phase (SGAM's planning in Python, or the server's writing) shows in where the
 CPU went: the harness's own CPU time (``os.times``, every thread of the process) and the server
-process's (its CPU-time clock on Linux, else ``/proc/<pid>/stat``: user + system). The server is the process listening on the bolt
-port, so only a server on this machine is measured (``None`` otherwise, and where ``/proc`` is
-missing). A server shared with other clients counts their work too: the figure is an upper bound
-for this phase.
+process's (its CPU-time clock on Linux, else ``/proc/<pid>/stat``: user + system). The server is
+the process listening on the bolt port, so only a server on this machine is measured (``None``
+otherwise, and where ``/proc`` is missing). A server shared with other clients counts their work
+too: the figure is an upper bound for this phase.
 """
 
 from __future__ import annotations
