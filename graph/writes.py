@@ -921,22 +921,26 @@ def _copies(copy: Fact, row: Fact) -> bool:
             and set(row.support_episodes) <= set(copy.support_episodes))
 
 
+def _written_for(memory_id: str, stand_ins: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The rows written in place of ``memory_id`` (itself if it was written). Not a closure in
+    :func:`_readdressed`: a recursive nested function is a reference cycle (the function and its
+    cell), left for the cyclic collector once per delta of a batch."""
+    if memory_id not in stand_ins:
+        return (memory_id,)
+    return tuple(c for copy in stand_ins[memory_id] for c in _written_for(copy, stand_ins))
+
+
 def _readdressed(result: DeltaResult, stand_ins: dict[str, tuple[str, ...]]) -> DeltaResult:
     """``result`` naming the copies of the rows that were not written in their place."""
-    def copies(memory_id: str) -> tuple[str, ...]:
-        if memory_id not in stand_ins:
-            return (memory_id,)
-        return tuple(c for copy in stand_ins[memory_id] for c in copies(copy))
-
     ids, message = result.memory_ids, result.message
     if any(m in stand_ins for m in ids):
-        ids = tuple(dict.fromkeys(c for m in ids for c in copies(m)))
+        ids = tuple(dict.fromkeys(c for m in ids for c in _written_for(m, stand_ins)))
     at = message.find(PREVIOUS_VERSION)
     if at >= 0:  # "...; previous version <memory id> (value ...)": see reconcile's messages
         start = at + len(PREVIOUS_VERSION)
         previous = message[start:].split(" ", 1)[0]
         if previous in stand_ins:
-            message = message[:start] + copies(previous)[0] + message[start + len(previous):]
+            message = message[:start] + _written_for(previous, stand_ins)[0] + message[start + len(previous):]
     if ids is result.memory_ids and message is result.message:
         return result
     return replace(result, memory_ids=ids, message=message)
