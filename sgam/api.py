@@ -170,7 +170,7 @@ def _answered_text(query: str, columns: tuple[str, ...]) -> str:
 
 def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any]) -> Statement:
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``)."""
-    return Statement(_answered_text(query.packed_text, columns), query.sendable(args), packed=True)
+    return Statement(_answered_text(query.packed_for(args), columns), query.sendable(args), packed=True)
 
 
 # Many reads of one named query as one statement (current_many; the service's coalesced reads):

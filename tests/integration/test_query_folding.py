@@ -1,0 +1,91 @@
+"""Deciding a named query's null tests before it is sent changes no answer (a real Neo4j).
+
+``NamedQuery.packed_for`` replaces each test of an optional parameter for null by its answer for
+the call. The specification of every query is its own text: run as written (``packed_text``, the
+tests left to the server), it gives the answer the decided text must give. Every query is run
+both ways for every combination of null and given values of its tested parameters, on the demo
+data, and the answers compared as multisets (rows that tie under an ORDER BY may come in another
+order under another plan).
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timezone
+from importlib.resources import files
+from typing import Any
+
+import pytest
+from neo4j.exceptions import Neo4jError
+
+from sgam import MemoryGraph
+from sgam.ingest.replay import replay
+from sgam.queries import loader
+from tests.conftest import plugins_for
+
+NOW = datetime.now(timezone.utc)
+# A value for every parameter name the query files use, chosen so that the demo data answers
+# (instants of transaction time are taken after the data is written: see the test).
+GIVEN: dict[str, Any] = {
+    "subject": "mira", "subjects": ["mira", "cust-ada"], "attribute": "passport_deadline",
+    "plan_attribute": "plan", "memory_types": ["task_state", "preference", "profile", "relation"],
+    "statuses": ["confirmed", "candidate"], "principal": "*", "known_at": NOW, "valid_at": NOW,
+    "valid_from": datetime(2026, 1, 1, tzinfo=timezone.utc), "valid_to": NOW, "until": NOW,
+    "since": datetime(2026, 1, 1, tzinfo=timezone.utc), "customer": "cust-ada", "project": "apollo",
+    "relations": ["holds", "covered_by"], "episode": "e1", "episodes": ["e1", "e2"], "status": "open",
+    "current_only": True, "exact_limit": 50, "k": 5, "fetch": 50, "limit": 50, "hops": 2, "days": 0,
+    "min_score": 0.0, "threshold": 1.0, "text": "passport", "memory_id": "none",
+    "single_valued": ["plan"], "vector": [0.05] * 384,
+}
+
+
+# Relations start from the customer: Mira has none.
+SUBJECT = {"traverse": "cust-ada", "neighbourhood": "cust-ada", "customer-policies": "cust-ada"}
+
+
+def _seed(graph: MemoryGraph, tenant: str) -> None:
+    """The demo episodes, and a pending candidate (a birthday waits for Mira to confirm it)."""
+    for resource in ("demo.jsonl", "demo-correction.jsonl"):
+        text = (files("sgam") / "resources" / resource).read_text(encoding="utf-8")
+        summary = replay(graph.store, text.replace('"tenant_id": "demo"', f'"tenant_id": "{tenant}"').splitlines())
+        assert not summary.errors
+    graph.record_episode(tenant_id=tenant, id="bday", content="Mira's birthday is 2 March.",
+                         occurred_at=datetime(2026, 3, 1, tzinfo=timezone.utc), actor="agent:assistant")
+    graph.write(tenant_id=tenant, subject="mira", attribute="birthday", value="1990-03-02",
+                valid_from=datetime(2026, 3, 1, tzinfo=timezone.utc), source_episode_id="bday",
+                asserted_by="agent:assistant", confidence=0.6)
+
+
+def _answer(graph: MemoryGraph, text: str, args: dict[str, Any]) -> Any:
+    try:
+        return sorted(repr(sorted(row.items())) for row in graph.store.read(text, {"args": args}))
+    except Neo4jError as exc:  # the same refusal both ways is the same answer
+        return ("refused", exc.code)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, q in loader.load_queries().items() if q.null_tests))
+def test_decided_null_tests_give_the_query_s_own_answers(graph: MemoryGraph, tenant: str, name: str,
+                                                         request: pytest.FixtureRequest) -> None:
+    query = loader.load_queries()[name]
+    plugins_for(request, query.text)
+    _seed(graph, tenant)
+    given = {**GIVEN, "tenant": tenant, "subject": SUBJECT.get(name, "mira")}
+    given.update(dict.fromkeys(("known_at", "until"), datetime.now(timezone.utc)))
+    given["memory_id"] = graph.current(tenant, "mira", "passport_deadline")[0].memory_id
+    tested = sorted(query.null_tests)
+    answered = 0
+    for decided in itertools.product((False, True), repeat=len(tested)):
+        bound = {p.name: given[p.name] for p in query.params}
+        bound.update({n: None for n, null in zip(tested, decided) if null})
+        args = query.sendable(bound)
+        folded = query.packed_for(bound)
+        assert folded != query.packed_text
+        expected = _answer(graph, query.packed_text, args)
+        assert _answer(graph, folded, args) == expected, (name, dict(zip(tested, decided)))
+        answered += bool(expected) and expected[0] != "refused"
+    assert answered or name in NOTHING_TO_ANSWER, f"{name}: the demo data answered no combination"
+
+
+# Queries the demo data gives nothing to (it holds no project and no quarantined extraction): their
+# decided texts are still run and compared, empty against empty.
+NOTHING_TO_ANSWER = {"decisions-superseded", "mistakes-to-avoid", "open-tasks", "quarantine"}
