@@ -1014,7 +1014,45 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
         graph.close()
     result["finished_at"] = datetime.now(timezone.utc).isoformat()
     result["machine"]["loadavg_1_5_15_end"] = loadavg()
+    result["targets"] = targets(result)
     return _save(result, Path(out_dir), started_at, suffix)
+
+
+# The performance targets this benchmark checks (sgam/bench/README.md): (name, limit, the sizes it
+# applies to (None: every size), the measure of one size's row, whether a measure meets the limit,
+# how a measure is shown).
+TARGETS: tuple[tuple[str, str, int | None, Callable[[dict[str, Any]], float],
+                     Callable[[float], bool], Callable[[float], str]], ...] = (
+    ("`write_many` time vs the raw write", "<= 1.5x", None,
+     lambda r: r["writes"]["ratio"], lambda v: v <= 1.5, lambda v: f"{v:.2f}x"),
+    ("`write_many` facts/s", ">= 5,000 from 100k", 100_000,
+     lambda r: r["writes"]["sgam_facts_per_s"], lambda v: v >= 5_000, lambda v: f"{v:,.0f}"),
+    ("bulk import facts/s", ">= 10,000 at 1M", 1_000_000,
+     lambda r: r["bulk_import"]["facts_per_s"], lambda v: v >= 10_000, lambda v: f"{v:,.0f}"),
+    *((f"`{op}` p50 vs raw", "<= 1.2x", None, (lambda r, op=op: r["lookups"][op]["ratio_p50"]),
+       lambda v: v <= 1.2, lambda v: f"{v:.2f}x") for op in ("current", "as_of")),
+    *((f"`{op}` p{q} vs raw", f"<= {limit}x", None, (lambda r, op=op, q=q: r["lookups"][op][f"ratio_p{q}"]),
+       (lambda v, limit=limit: v <= limit), lambda v: f"{v:.2f}x")
+      for op in ("traverse", "context") for q, limit in ((50, 1.5), (99, 2.0))),
+    ("wrong `current` / `as_of` answers", "0", None,
+     lambda r: r["correctness"]["current_mismatches"] + r["correctness"]["as_of_mismatches"],
+     lambda v: v == 0, lambda v: f"{v:.0f}"),
+    ("transactions the driver retried (deadlocks)", "0", None,
+     lambda r: sum(r["writes"]["driver_retries"].values()), lambda v: v == 0, lambda v: f"{v:.0f}"),
+)
+
+
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each of :data:`TARGETS` with what this run measured at the sizes it applies to, and whether
+    every one of them meets it (``None``: no size of this run is one it applies to)."""
+    checked = []
+    for name, limit, from_size, measure, meets, shown in TARGETS:
+        rows = [r for r in result["sizes"] if from_size is None or r["size"] >= from_size]
+        measured = {r["size"]: measure(r) for r in rows}
+        checked.append({"target": name, "limit": limit,
+                        "measured": {f"{size:,}": shown(v) for size, v in measured.items()},
+                        "met": all(meets(v) for v in measured.values()) if measured else None})
+    return checked
 
 
 def _graphiti_ratios(row: dict[str, Any]) -> None:
@@ -1094,6 +1132,12 @@ def markdown(result: dict[str, Any]) -> str:
     skipped = [f"{r['size']:,}: {r['graphiti']['skipped']}" for r in result["sizes"] if "skipped" in r["graphiti"]]
     if skipped:
         lines += ["", "Graphiti: " + "; ".join(skipped)]
+    lines += ["", "Targets (sgam/bench/README.md), each measured at the sizes it applies to:", "",
+              "| target | limit | measured | met |", "|---|---|---|---|"]
+    for t in result.get("targets") or targets(result):
+        measured = ", ".join(f"{v} at {size}" for size, v in t["measured"].items()) or "no size of this run"
+        met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+        lines.append(f"| {t['target']} | {t['limit']} | {measured} | {met} |")
     return "\n".join(lines) + "\n"
 
 
