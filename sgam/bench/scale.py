@@ -14,7 +14,9 @@ One seeded stream of deltas is generated in arrival order; the graph at size ``S
    baseline: the same indexed lookup without temporal logic;
 4. Neo4j's store size (bytes of the database directory, local server only) and its heap in use
    (JMX) are recorded; ``current`` / ``as_of`` answers are checked against :mod:`sgam.bench.oracle` (the
-   semantics written from docs/temporal-semantics.md) over the slot's deltas up to the size.
+   semantics written from docs/temporal-semantics.md) over the slot's deltas up to the size;
+5. last, ``write`` of one delta a call (a person moves: a retired row, its successor, a ledger
+   entry, a link) is timed next to the raw write of the same delta in a transaction of its own.
 
 CPU, for the bulk import (``bulk_import.cpu``): the harness's own CPU seconds and the local server
 process's over the import's wall time (:mod:`sgam.bench.cpu`), to show which side limits it.
@@ -76,6 +78,7 @@ HUGE_SIZE = 10_000_000
 WINDOW = 20_000
 LOOKUPS = 300
 WARMUP = 50
+SINGLE_WRITES = 200  # `write` calls of one delta timed at each size (at most the lookups asked for)
 GRAPHITI_MAX = 10_000  # embedding every edge (and searching them) of a bigger graph takes too long on CPU
 EPISODE_BATCH = 5_000
 FACTS_PER_PERSON = 10
@@ -840,6 +843,34 @@ def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int, s
     return result, correctness, questions
 
 
+def _single_writes(graph: Any, stream: Stream, size: int, tenant: str, raw_tenant: str, count: int,
+                   seed: int) -> dict[str, Any]:
+    """``write`` of one delta a call (what an agent does turn by turn), next to the raw write of the
+    same delta as one relationship in a transaction of its own; interleaved, after a warm-up. Each
+    delta moves a person's home city from a later instant than the stream's, so SGAM retires the
+    believed row and writes its successor, the ledger's new statement and the episode's link."""
+    rng = random.Random(seed * 31 + size)
+    people = stream.subjects_with("home_city", size)
+    episode = next(stream.episodes(0, 1)).id
+    deltas = [MemoryDelta(tenant_id=tenant, subject=rng.choice(people), attribute="home_city",
+                          value=f"Moved-{k}", valid_from=HORIZON + timedelta(minutes=k + 1),
+                          source_episode_id=episode, asserted_by="bench")
+              for k in range(count + WARMUP)]
+    sgam_s: list[float] = []
+    raw_s: list[float] = []
+    for k, delta in enumerate(deltas):
+        timed = [(sgam_s, lambda: graph.write(delta)), (raw_s, lambda: raw_write(graph, [delta], raw_tenant, 1))]
+        for samples, call in timed if k % 2 else timed[::-1]:
+            seconds, _ = _timed(call)
+            if k >= WARMUP:
+                samples.append(seconds)
+    # Each person moved lives where their last move took them.
+    last = {d.subject: d.value for d in deltas}
+    wrong = sum(1 for subject, city in last.items()
+                if [f.value for f in graph.current(tenant, subject, "home_city")] != [city])
+    return {**compare_latency(latency_summary(sgam_s), latency_summary(raw_s)), "mismatches": wrong}
+
+
 # -- Graphiti (optional: sgam.bench.graphiti comes with the Graphiti comparison) -------------------
 
 
@@ -982,6 +1013,12 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 row["graphiti"] = {"skipped": f"not run at {size:,} facts (Graphiti embeds every edge; "
                                               f"on CPU that is not feasible beyond {GRAPHITI_MAX:,})"
                                    if graphiti is None else "disabled (--no-graphiti)"}
+            # Last: it changes slots that the checks and the Graphiti probe read.
+            row["single_writes"] = _single_writes(graph, stream, size, tenant, raw_tenant, min(lookups, SINGLE_WRITES),
+                                                  seed)
+            write_tenant_cleanup(graph, raw_tenant)
+            log(f"  one delta a call: `write` p50 {row['single_writes']['sgam']['p50_ms']:.2f} ms, raw "
+                f"{row['single_writes']['raw']['p50_ms']:.2f} ms")
             rows.append(row)
         result = {
             "benchmark": "sgam.bench.scale", "format": 1,
@@ -1035,7 +1072,8 @@ TARGETS: tuple[tuple[str, str, int | None, Callable[[dict[str, Any]], float],
        (lambda v, limit=limit: v <= limit), lambda v: f"{v:.2f}x")
       for op in ("traverse", "context") for q, limit in ((50, 1.5), (99, 2.0))),
     ("wrong `current` / `as_of` answers", "0", None,
-     lambda r: r["correctness"]["current_mismatches"] + r["correctness"]["as_of_mismatches"],
+     lambda r: (r["correctness"]["current_mismatches"] + r["correctness"]["as_of_mismatches"]
+                + r.get("single_writes", {}).get("mismatches", 0)),
      lambda v: v == 0, lambda v: f"{v:.0f}"),
     ("transactions the driver retried (deadlocks)", "0", None,
      lambda r: sum(r["writes"]["driver_retries"].values()), lambda v: v == 0, lambda v: f"{v:.0f}"),
@@ -1111,6 +1149,11 @@ def markdown(result: dict[str, Any]) -> str:
         for op in OPERATIONS:
             e = row["lookups"][op]
             lines.append(f"| {row['size']:,} | {op} | {_ms(e, 'sgam', 'p50')} | {_ms(e, 'raw', 'p50')} | "
+                         f"{e['ratio_p50']:.2f}x | {_ms(e, 'sgam', 'p99')} | {_ms(e, 'raw', 'p99')} | "
+                         f"{e['ratio_p99']:.2f}x |")
+        e = row.get("single_writes")
+        if e:  # results written before single writes were timed have none
+            lines.append(f"| {row['size']:,} | `write`, one delta | {_ms(e, 'sgam', 'p50')} | {_ms(e, 'raw', 'p50')} | "
                          f"{e['ratio_p50']:.2f}x | {_ms(e, 'sgam', 'p99')} | {_ms(e, 'raw', 'p99')} | "
                          f"{e['ratio_p99']:.2f}x |")
     lines += ["", "| facts | write_many facts/s | raw facts/s | time ratio | bulk import facts/s | "

@@ -53,11 +53,17 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
         assert set(grown) == {"bulk_import", "write_many", "lookups"}
         assert all(isinstance(v, float) and v >= 0 for v in grown.values()), grown
         assert "disabled" in row["graphiti"]["skipped"]
+        single = row["single_writes"]
+        assert single["sgam"]["n"] == single["raw"]["n"] == 30 and _positive(single["ratio_p50"])
+        assert single["mismatches"] == 0
+    assert {t["target"]: t["met"] for t in result["targets"]}["wrong `current` / `as_of` answers"] is True
     files = result["result_files"]
     saved = json.loads(Path(files["json"]).read_text(encoding="utf-8"))
     assert saved["params"]["seed"] == 5 and saved["params"]["sizes"] == [600, 1_500]
     assert Path(files["png"]).read_bytes()[:4] == b"\x89PNG"
-    assert "| 1,500 | traverse |" in Path(files["markdown"]).read_text(encoding="utf-8")
+    markdown = Path(files["markdown"]).read_text(encoding="utf-8")
+    assert "| 1,500 | traverse |" in markdown and "| 1,500 | `write`, one delta |" in markdown
+    assert "| wrong `current` / `as_of` answers | 0 | 0 at 600, 0 at 1,500 | yes |" in markdown
     with MemoryGraph.connect(uri, auth, schema=bench_scale.SCHEMA) as graph:  # tenants are gone (but their deletion records)
         assert graph.store.read("MATCH (n {tenant_id: $t}) WHERE NOT n:Deletion RETURN count(n) AS n",
                                 {"t": result["params"]["tenant"]})[0]["n"] == 0
