@@ -49,7 +49,7 @@ from .reconcile import DEFAULT_MAX_FUTURE
 from .schema import Schema
 from .steps import Auto, InTx, Operation, Read, Records, Statement, Write
 from .writes import BatchResult, DeltaResult, entities_of, Planned, Prepared, mentions_of, plan_ahead, \
-    prepare, write_steps
+    prepare, stated_targets, write_steps
 
 # Chunks of 5,000 deltas: at 1M deltas they took 430 s against 473 s for 20,000 (the server's
 # CPU 260 s against 315 s: a smaller transaction's state costs it less); sgam/bench/README.md.
@@ -136,6 +136,15 @@ RETURN id
 
 # A chunk's links, in its own transaction. MERGE, not CREATE: a relation target can be named by
 # one episode from subjects in different chunks, and the pairs are deduplicated per chunk only.
+# The relation targets a chunk states (``writes.stated_targets``) are entities whether or not a
+# fact of the chunk points at them (a statement that loses a tie at its instant holds nowhere), as
+# the write path's lock step makes them: which entities exist does not depend on the chunking.
+MERGE_TARGETS = """
+UNWIND $targets AS t
+MERGE (e:Entity {tenant_id: t.tenant_id, id: t.id})
+  ON CREATE SET e:$(t.type), e.type = t.type, e.name = t.id, e.created_at = $now
+"""
+
 MERGE_MENTIONS = """
 UNWIND $mentions AS m
 MATCH (ep:Episode {tenant_id: m.tenant_id, id: m.episode})
@@ -412,6 +421,10 @@ def chunk_steps(ready: Sequence[Prepared], schema: Schema, clock: Callable[[], d
     outcome tallies after it."""
     batch = yield from write_steps(ready, (), schema, clock, True, checked=True, mentions=False,
                                    max_future=max_future, planned=planned)
+    targets = stated_targets(ready)
+    if targets:
+        yield Statement(MERGE_TARGETS, {"now": clock(), "targets": [
+            {"tenant_id": t, "id": i, "type": kind} for (t, i), kind in sorted(targets.items())]})
     links = mentions_of(ready)
     if links:
         yield Statement(MERGE_MENTIONS, {"mentions": links})

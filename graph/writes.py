@@ -16,15 +16,17 @@ Steps of one batch, all in one transaction:
    then read the clock: transaction time starts under the locks;
 3. reconcile each delta in order, in memory (:func:`reconcile.reconcile`); a bulk import's chunk
    comes reconciled ahead (:func:`plan_ahead`), which is kept only if step 2 read nothing stored;
-4. write the differences: updated rows, new attribute facts with their value nodes, new relation
-   facts with their target entities, the statements appended to the ledgers, and ``MENTIONS``
-   links from episodes to entities. A refused delta leaves nothing: it links nothing, and a subject
-   that step 2 created only for refused deltas is removed again.
+4. write the differences, in one statement (:data:`PERSIST`): updated rows, new attribute facts
+   with their value nodes, new relation facts with their target entities, the statements appended
+   to the ledgers, and ``MENTIONS`` links from episodes to entities. A refused delta leaves
+   nothing: it links nothing, and a subject that step 2 created only for refused deltas is removed
+   again.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
 from dataclasses import dataclass, field, replace
@@ -32,7 +34,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidDelta, SchemaViolation, SgamError, checked
-from .models import Cardinality, Fact, MemoryDelta, Status, check_value
+from .models import Cardinality, Fact, MemoryDelta, Op, Status, check_value
 from .reconcile import DEFAULT_MAX_FUTURE, PREVIOUS_VERSION, Point, apply_plan, delta_key, points_from_rows, \
     reconcile
 from .schema import Schema, quote_identifier
@@ -224,7 +226,9 @@ CREATE (e)-[f:$(r.rel_type)]->(v)
 SET f = props {.*, value: %(value)s, %(instants)s}
 """ % {"value": _TYPED_VALUE, "instants": _AS_DATETIME}
 
-# Returns the targets' element ids, so that the ``MENTIONS`` links can address them.
+# Relation facts whose target was not locked (so it is merged): a bulk import's, which locks no
+# target, and in a write the copies of stored rows that point at an entity no delta of the batch
+# names (a row cut short by a correction). Neither is linked by the batch's ``MENTIONS``.
 CREATE_RELATION_FACTS = """
 UNWIND $rows AS r
 MATCH (e:Entity) WHERE elementId(e) = r.eid
@@ -233,7 +237,6 @@ MERGE (t:Entity {tenant_id: r.tenant_id, id: r.target})
 WITH e, t, r, r.props AS props
 CREATE (e)-[f:$(r.rel_type)]->(t)
 SET f = props {.*, %s}  // a relation's value is its target's id: text
-RETURN r.tenant_id AS tenant_id, r.target AS id, elementId(t) AS eid
 """ % _AS_DATETIME
 
 # Relation facts whose target the lock step locked (so it exists, and its element id is known):
@@ -273,6 +276,30 @@ UNWIND $ids AS id
 MATCH (e:Entity) WHERE elementId(e) = id AND NOT EXISTS { (e)--() }
 DELETE e
 """
+
+
+def _together(parts: Sequence[tuple[str, str]]) -> str:
+    """The statements ``parts`` (name, text) as one: each a unit subquery, in order (a subquery
+    reads what the ones before it wrote), every parameter ``$x`` of part ``name`` read from the one
+    map as ``$args.name_x`` (``$now`` as ``$args.now``, shared)."""
+    def read(name: str) -> Callable[[re.Match[str]], str]:
+        return lambda m: f"$args.now" if m.group(1) == "now" else f"$args.{name}_{m.group(1)}"
+
+    return "\n".join(f"CALL () {{\n{_PARAMETER.sub(read(name), text).strip()}\n}}" for name, text in parts)
+
+
+_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+# Step 4 as one statement, one round trip: a single ``write`` took six (check, lock, then the
+# ledgers, the rows, the new facts and the links one by one) and half its time was those waits.
+# Its parameters are one map (``Statement.packed``), so the text keeps one plan whatever its lists'
+# sizes; a part with nothing to write unwinds an empty list. The unused subjects go last: a subject
+# that a relation of the batch points at is kept.
+PERSIST = _together((
+    ("touched", TOUCH_SUBJECTS), ("ledgers", APPEND_LEDGERS), ("updates", UPDATE_ROWS),
+    ("attributes", CREATE_ATTRIBUTE_FACTS), ("relations", CREATE_RELATION_FACTS_TO),
+    ("merged", CREATE_RELATION_FACTS), ("restricted", RESTRICT_EPISODES), ("mentions", LINK_MENTIONS),
+    ("unused", DROP_UNUSED_SUBJECTS),
+))
 
 
 @dataclass
@@ -948,47 +975,37 @@ def _readdressed(result: DeltaResult, stand_ins: dict[str, tuple[str, ...]]) -> 
 
 def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Schema,
              now: datetime, mentions: bool = True) -> Generator[Statement, Records, None]:
-    if rows.subjects:
-        yield Statement(TOUCH_SUBJECTS, {"subjects": rows.subjects, "now": now})
-    if rows.ledgers:
-        yield Statement(APPEND_LEDGERS, {"ledgers": rows.ledgers, "now": now})
-    if rows.updates:
-        yield Statement(UPDATE_ROWS, {"rows": rows.updates})
-    if rows.attributes:
-        yield Statement(CREATE_ATTRIBUTE_FACTS, {"rows": rows.attributes})
-    if rows.relations:
-        ids = locked.node_ids
-        to_known: list[dict[str, Any]] = []
-        to_merge: list[dict[str, Any]] = []
-        for r in rows.relations:
-            eid = ids.get(("Entity", r["tenant_id"], r["target"])) or locked.targets.get((r["tenant_id"], r["target"]))
-            if eid is None:
-                to_merge.append(r)
-            else:
-                to_known.append({**r, "target_eid": eid})
-                ids[("Entity", r["tenant_id"], r["target"])] = eid
-        if to_known:
-            yield Statement(CREATE_RELATION_FACTS_TO, {"rows": to_known})
-        if to_merge:
-            targets = yield Statement(CREATE_RELATION_FACTS, {"rows": to_merge, "now": now})
-            ids.update((("Entity", r["tenant_id"], r["id"]), r["eid"]) for r in targets)
-
-    restricted = _private_episodes(prepared, schema)
-    if restricted:
-        yield Statement(RESTRICT_EPISODES, {"episodes": restricted})
-    if mentions:
-        ids = locked.node_ids
-        links = []
-        for m in mentions_of(prepared):
-            episode = ids.get(("Episode", m["tenant_id"], m["episode"]))
-            entity = ids.get(("Entity", m["tenant_id"], m["entity"]))
-            # An entity with no id here does not exist (a rejected delta's relation target).
-            if episode is not None and entity is not None:
-                links.append({"episode": episode, "entity": entity})
-        if links:
-            yield Statement(LINK_MENTIONS, {"mentions": links})
-    if rows.unused:
-        yield Statement(DROP_UNUSED_SUBJECTS, {"ids": rows.unused})
+    """Step 4, :data:`PERSIST`. A relation fact's target locked in step 2 is addressed by its
+    element id; another is merged. The links join each episode to the entities its deltas name,
+    every one of them locked in step 2 (``mentions``, unless the caller links them itself)."""
+    ids = locked.node_ids
+    to_known: list[dict[str, Any]] = []
+    to_merge: list[dict[str, Any]] = []
+    for r in rows.relations:
+        eid = ids.get(("Entity", r["tenant_id"], r["target"])) or locked.targets.get((r["tenant_id"], r["target"]))
+        if eid is None:
+            to_merge.append(r)
+        else:
+            to_known.append({**r, "target_eid": eid})
+            ids[("Entity", r["tenant_id"], r["target"])] = eid
+    links = []
+    stated = stated_targets(prepared)
+    for m in mentions_of(prepared) if mentions else ():
+        key = (m["tenant_id"], m["entity"])
+        episode = ids.get(("Episode", m["tenant_id"], m["episode"]))
+        # A value a statement states is an entity its episode mentions, whether or not the
+        # statement ever holds (one that loses a tie at its instant), so that which entities exist
+        # and which episodes mention them depends on the statements, not on their arrival order.
+        # A retract's target is linked only if it exists already (it is never created for one).
+        entity = ids.get(("Entity", *key)) or (locked.targets.get(key) if key in stated else None)
+        if episode is not None and entity is not None:
+            links.append({"episode": episode, "entity": entity})
+    parts = {"touched_subjects": rows.subjects, "ledgers_ledgers": rows.ledgers, "updates_rows": rows.updates,
+             "attributes_rows": rows.attributes, "relations_rows": to_known, "merged_rows": to_merge,
+             "restricted_episodes": _private_episodes(prepared, schema), "mentions_mentions": links,
+             "unused_ids": rows.unused}
+    if any(parts.values()):
+        yield Statement(PERSIST, {**parts, "now": now}, packed=True)
 
 
 # Stores written before ledgers existed: the believed confirmed rows of the slots that have no
@@ -1040,6 +1057,13 @@ def _many(schema: Schema, attribute: str) -> bool:
     return spec is not None and spec.cardinality is Cardinality.MANY
 
 
+def stated_targets(prepared: Sequence[Prepared]) -> dict[tuple[str, str], str]:
+    """The relation targets that ``prepared`` state as a value (every op but a retract), each
+    ``(tenant, id)`` with its entity type: entities, linked from the episodes that state them."""
+    return {(p.delta.tenant_id, entities_of(p)[1]): p.target_type for p in prepared
+            if p.target_type and p.delta.value is not None and p.delta.op is not Op.RETRACT}
+
+
 def mentions_of(prepared: Sequence[Prepared]) -> list[dict[str, str]]:
     """The ``MENTIONS`` links of ``prepared``: each (episode, entity) pair once, sorted."""
     pairs = {(p.delta.tenant_id, p.delta.source_episode_id, entity)
@@ -1088,6 +1112,7 @@ __all__ = [
     "Prepared",
     "entities_of",
     "mentions_of",
+    "stated_targets",
     "Planned",
     "plan_ahead",
     "prepare",
