@@ -134,8 +134,6 @@ WITH id, x WHERE x IS NULL
 RETURN id
 """
 
-# A chunk's links, in its own transaction. MERGE, not CREATE: a relation target can be named by
-# one episode from subjects in different chunks, and the pairs are deduplicated per chunk only.
 # The relation targets a chunk states (``writes.stated_targets``) are entities whether or not a
 # fact of the chunk points at them (a statement that loses a tie at its instant holds nowhere), as
 # the write path's lock step makes them: which entities exist does not depend on the chunking.
@@ -145,6 +143,8 @@ MERGE (e:Entity {tenant_id: t.tenant_id, id: t.id})
   ON CREATE SET e:$(t.type), e.type = t.type, e.name = t.id, e.created_at = $now
 """
 
+# A chunk's links, in its own transaction. MERGE, not CREATE: a relation target can be named by
+# one episode from subjects in different chunks, and the pairs are deduplicated per chunk only.
 MERGE_MENTIONS = """
 UNWIND $mentions AS m
 MATCH (ep:Episode {tenant_id: m.tenant_id, id: m.episode})

@@ -283,7 +283,7 @@ def _together(parts: Sequence[tuple[str, str]]) -> str:
     reads what the ones before it wrote), every parameter ``$x`` of part ``name`` read from the one
     map as ``$args.name_x`` (``$now`` as ``$args.now``, shared)."""
     def read(name: str) -> Callable[[re.Match[str]], str]:
-        return lambda m: f"$args.now" if m.group(1) == "now" else f"$args.{name}_{m.group(1)}"
+        return lambda m: "$args.now" if m.group(1) == "now" else f"$args.{name}_{m.group(1)}"
 
     return "\n".join(f"CALL () {{\n{_PARAMETER.sub(read(name), text).strip()}\n}}" for name, text in parts)
 
