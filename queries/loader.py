@@ -123,9 +123,9 @@ class NamedQuery:
         """:attr:`packed_text` with each of :attr:`null_tests` replaced by its answer for ``bound``
         (``true`` or ``false``). The server's planner then drops the branches the call cannot
         take (``$attribute IS NULL OR f.attribute = $attribute`` becomes the comparison alone),
-        which it cannot do for a parameter, whose plan must serve every value: ``current`` and
-        ``as_of`` about 3% faster (sgam/bench/README.md, "Session 27"). One text, so one plan,
-        for each combination of null and given parameters among the tested ones."""
+        which it cannot do for a parameter, whose plan must serve every value: ``current`` 2-3%
+        faster, ``as_of`` 1-2% (sgam/bench/README.md, "Session 27"). One text, so one plan, for
+        each combination of null and given parameters among the tested ones."""
         tested = self.null_tests
         if not tested:
             return self.packed_text
@@ -161,7 +161,8 @@ class NamedQuery:
     def statement(self, bound: dict[str, Any], columns: tuple[str, ...] | None = None) -> Statement:
         """The statement that runs this query with ``bound`` (:meth:`bind`'s answer): one map
         parameter, so the server keeps one plan for it whatever the values' types and sizes
-        (:class:`~sgam.graph.steps.Statement`). Browser and the printed examples keep the flat
+        (:class:`~sgam.graph.steps.Statement`), one for each combination of its decided null tests
+        (:meth:`packed_for`). Browser and the printed examples keep the flat
         ``$name`` form of :attr:`text`. ``columns``: only these come back (:func:`projected`)."""
         text = self.packed_for(bound)
         return Statement(text if columns is None else projected(text, columns), self.sendable(bound), packed=True)
