@@ -989,7 +989,7 @@ def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Sch
             to_known.append({**r, "target_eid": eid})
             ids[("Entity", r["tenant_id"], r["target"])] = eid
     links = []
-    stated = stated_targets(prepared)
+    stated = stated_targets(prepared) if mentions else {}
     for m in mentions_of(prepared) if mentions else ():
         key = (m["tenant_id"], m["entity"])
         episode = ids.get(("Episode", m["tenant_id"], m["episode"]))

@@ -109,8 +109,10 @@ class NamedQuery:
     def packed_text(self) -> str:
         """The Cypher as SGAM sends it: each declared parameter read from one map (``$args.name``),
         an instant as ``datetime($args.name)`` (see :meth:`sendable`)."""
-        return packed(self.text, {p.name for p in self.params},
-                      {p.name for p in self.params if p.type == "datetime"})
+        return self._packed(self.text)
+
+    def _packed(self, text: str) -> str:
+        return packed(text, {p.name for p in self.params}, {p.name for p in self.params if p.type == "datetime"})
 
     @cached_property
     def null_tests(self) -> frozenset[str]:
@@ -141,8 +143,7 @@ class NamedQuery:
                 return m.group(0)
             return m.group(1) + ("true" if (name in nulls) != bool(m.group(3)) else "false")
 
-        return packed(_NULL_TEST.sub(answer, self.text), {p.name for p in self.params},
-                      {p.name for p in self.params if p.type == "datetime"})
+        return self._packed(_NULL_TEST.sub(answer, self.text))
 
     def sendable(self, bound: dict[str, Any]) -> dict[str, Any]:
         """``bound`` as it is sent with :attr:`packed_text`: an instant as ISO 8601 text, which the text
