@@ -131,8 +131,9 @@ RETURN collect(DISTINCT id) AS cited
 # records of those merges (they hold the merged statements), before the entities go.
 DELETE_MERGED = """
 CALL () {
-  MATCH (a:Alias)-[:ALIAS_OF]->(e:Entity {tenant_id: $tenant})
-  WHERE e.id = $subject OR e.id IN $merged
+  UNWIND [$subject] + $merged AS id
+  MATCH (e:Entity {tenant_id: $tenant, id: id})
+  MATCH (a:Alias)-[:ALIAS_OF]->(e)
   DETACH DELETE a
 }
 CALL () {

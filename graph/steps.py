@@ -54,6 +54,9 @@ class Statement:
     query: str
     params: dict[str, Any] = field(default_factory=dict)
     packed: bool = False
+    # The same read without the schema migrations' aliases, sent instead when the store knows that
+    # no migration's dual read is in force (graph.evolution.MigrationWatch); reads only.
+    unmigrated: str | None = None
 
     def sent(self) -> tuple[str, dict[str, Any]]:
         """The query and the parameters as the server receives them (lists and maps as

@@ -33,6 +33,7 @@ import neo4j
 from neo4j import exceptions as neo4j_errors
 
 from . import telemetry
+from .evolution import IN_FORCE, MigrationWatch
 from .errors import Conflict, InvalidDelta, InvalidSetting, ProvisioningError, SgamError, StoreUnavailable
 from .handoffs import collector_paused
 from .models import utcnow
@@ -245,6 +246,15 @@ class _Base:
         self._retries_lock = threading.Lock()
         # The bookmarks of this store's latest transactions, passed to every session it opens.
         self.bookmark_manager = self._api.bookmark_manager()
+        # Whether a schema migration's dual read is in force: reads leave its aliases out while not.
+        self.migrations = MigrationWatch()
+
+    def _lean(self, statement: Statement, in_force: bool) -> Statement:
+        """``statement`` as it is sent: without the migration aliases if it has such a form and no
+        migration's dual read is in force."""
+        if statement.unmigrated is None or in_force:
+            return statement
+        return Statement(statement.unmigrated, statement.params, statement.packed)
 
     @property
     def retries(self) -> Retries:
@@ -348,12 +358,20 @@ class Store(_Base):
             for pause in self._pauses():
                 try:
                     with self._session(read=True) as session:
-                        return drive(make_steps(), partial(_run, session))
+                        return drive(make_steps(), partial(self._run_read, session))
                 except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as exc:
                     if pause is None or not exc.is_retryable():
                         raise
                 time.sleep(pause)
         raise AssertionError("unreachable: the pauses end with None")
+
+    def _run_read(self, session: Any, statement: Statement) -> Records:
+        if statement.unmigrated is not None:
+            asked = self.migrations.due()
+            if asked is not None:
+                self.migrations.learn(_run(session, Statement(IN_FORCE))[0]["in_force"], asked)
+            statement = self._lean(statement, self.migrations.in_force)
+        return _run(session, statement)
 
     def read(self, query: str, params: dict[str, Any]) -> Records:
         """Run a read query in READ access mode and return its records as dicts."""
@@ -455,12 +473,20 @@ class AsyncStore(_Base):
             for pause in self._pauses():
                 try:
                     async with self._session(read=True) as session:
-                        return await adrive(make_steps(), partial(_arun, session))
+                        return await adrive(make_steps(), partial(self._run_read, session))
                 except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as exc:
                     if pause is None or not exc.is_retryable():
                         raise
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable: the pauses end with None")
+
+    async def _run_read(self, session: Any, statement: Statement) -> Records:
+        if statement.unmigrated is not None:
+            asked = self.migrations.due()
+            if asked is not None:
+                self.migrations.learn((await _arun(session, Statement(IN_FORCE)))[0]["in_force"], asked)
+            statement = self._lean(statement, self.migrations.in_force)
+        return await _arun(session, statement)
 
     async def read(self, query: str, params: dict[str, Any]) -> Records:
         """See :meth:`Store.read`."""

@@ -44,6 +44,14 @@ _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # before it, the name, NOT.
 _NULL_TEST = re.compile(r"(?:(?<=[(,])|(?<=\bAND)|(?<=\bOR)|(?<=\bXOR)|(?<=\bNOT)|(?<=\bWHEN)|(?<=\bWHERE))"
                         r"(\s*)\$([A-Za-z_][A-Za-z0-9_]*)\s+IS\s+(NOT\s+)?NULL\b")
+# The migration aliases a read of facts widens its attribute with (graph/evolution.py, "Dual
+# reads"): the clause that collects them from the running or recent schema migrations, and the
+# disjunct that reads them. :meth:`NamedQuery.packed_for` leaves both out when no migration's dual
+# read is in force. Groups of _ALIASES: the predicate that says which migrations are in force.
+_ALIASES = re.compile(r"WITH CASE WHEN \$attribute IS NULL THEN \[\] ELSE COLLECT \{ MATCH \(m:SchemaMigration\)\s*"
+                      r"WHERE (?P<active>[^\n]*?)\s*UNWIND properties\(m\)\.aliases AS pair .*?"
+                      r"\} END AS aliases\n", re.S)
+_ALIASED = " OR f.attribute IN aliases"
 # The columns a reader of facts and of paths uses (every fact query's ``fact`` map; traverse's).
 FACT_COLUMNS = ("fact",)
 PATH_COLUMNS = ("entities", "types", "facts")
@@ -121,20 +129,38 @@ class NamedQuery:
         optional = {p.name for p in self.params if p.optional}
         return frozenset(m.group(2) for m in _NULL_TEST.finditer(self.text)) & optional
 
-    def packed_for(self, bound: dict[str, Any]) -> str:
+    def packed_for(self, bound: dict[str, Any], aliases: bool = True) -> str:
         """:attr:`packed_text` with each of :attr:`null_tests` replaced by its answer for ``bound``
         (``true`` or ``false``). The server's planner then drops the branches the call cannot
         take (``$attribute IS NULL OR f.attribute = $attribute`` becomes the comparison alone),
         which it cannot do for a parameter, whose plan must serve every value: ``current`` 2-3%
         faster, ``as_of`` 1-2% (sgam/bench/README.md, "Session 27"). One text, so one plan, for
-        each combination of null and given parameters among the tested ones."""
+        each combination of null and given parameters among the tested ones.
+
+        ``aliases=False``: without the migration aliases (:attr:`reads_aliases`), for a reader that
+        knows no schema migration's dual read is in force (``graph.store.MigrationWatch``):
+        ``current`` 7% faster (sgam/bench/README.md, "Session 28")."""
         tested = self.null_tests
-        if not tested:
+        lean = not aliases and self.reads_aliases
+        if not tested and not lean:
             return self.packed_text
-        return self._folded(frozenset(name for name in tested if bound.get(name) is None))
+        return self._folded(frozenset(name for name in tested if bound.get(name) is None), lean)
+
+    @cached_property
+    def reads_aliases(self) -> bool:
+        """Whether the text widens its attribute with the migration aliases (``current``,
+        ``as-of``, ``history``): the clause that collects them and the disjunct that reads them."""
+        return _ALIASES.search(self.text) is not None and _ALIASED in self.text
+
+    @cached_property
+    def aliases_in_force(self) -> str | None:
+        """The predicate on ``(m:SchemaMigration)`` under which the text reads a migration's
+        aliases (``None`` if it reads none)."""
+        found = _ALIASES.search(self.text)
+        return found.group("active") if found is not None and self.reads_aliases else None
 
     @lru_cache(maxsize=None)  # noqa: B019  (queries are loaded once and live as long as the process)
-    def _folded(self, nulls: frozenset[str]) -> str:
+    def _folded(self, nulls: frozenset[str], lean: bool = False) -> str:
         tested = self.null_tests
 
         def answer(m: re.Match[str]) -> str:
@@ -143,7 +169,8 @@ class NamedQuery:
                 return m.group(0)
             return m.group(1) + ("true" if (name in nulls) != bool(m.group(3)) else "false")
 
-        return self._packed(_NULL_TEST.sub(answer, self.text))
+        text = _ALIASES.sub("", self.text, count=1).replace(_ALIASED, "", 1) if lean else self.text
+        return self._packed(_NULL_TEST.sub(answer, text))
 
     def sendable(self, bound: dict[str, Any]) -> dict[str, Any]:
         """``bound`` as it is sent with :attr:`packed_text`: an instant as ISO 8601 text, which the text

@@ -169,8 +169,11 @@ def _answered_text(query: str, columns: tuple[str, ...]) -> str:
 
 
 def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any]) -> Statement:
-    """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``)."""
-    return Statement(_answered_text(query.packed_for(args), columns), query.sendable(args), packed=True)
+    """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``), and
+    without the migration aliases for a store that knows no migration's dual read is in force."""
+    unmigrated = _answered_text(query.packed_for(args, aliases=False), columns) if query.reads_aliases else None
+    return Statement(_answered_text(query.packed_for(args), columns), query.sendable(args), packed=True,
+                     unmigrated=unmigrated)
 
 
 # Many reads of one named query as one statement (current_many; the service's coalesced reads):

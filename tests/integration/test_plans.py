@@ -105,6 +105,7 @@ MAY_SCAN = {
     "sgam.graph.ddl.UNSTAMPED_QUARANTINE": "a migration's backfill over every tenant, once",
     "sgam.graph.deletion.COUNT_TENANT": "a tenant deletion's dry run counts every label it removes",
     "sgam.graph.evolution.DROP_LEDGERS": "a schema migration drops the ledgers of an attribute in every tenant",
+    "sgam.graph.evolution.IN_FORCE": "schema migration records: a few nodes, no tenant (asked once a second at most)",
     "sgam.graph.forget.CITED_BY_OTHERS": "erasure reads every fact of the tenant, wherever it is stored",
     "sgam.graph.forget.DELETE_BY_SUBJECT": "erasure removes every extraction naming the subject",
     "sgam.graph.forget.HELD_ELSEWHERE": "erasure reads every fact of the tenant, wherever it is stored",
