@@ -33,8 +33,8 @@ and until ``dual_read_until``, the named reads ``current``, ``as-of`` and ``hist
 for the old name from the new one and the other way round (``aliases``), so no reader misses a
 fact mid-migration and agents built against the old version keep reading.
 
-**Dual reads.** Those three reads cost about 7% more with the aliases' clause than without it, on
-every read, also in a database that never migrated. So a store reads without it while it knows no
+**Dual reads.** Those three reads' statements cost about 7% more with the aliases' clause than
+without it, on every read, also in a database that never migrated. So a store reads without it while it knows no
 migration's dual read is in force (:class:`MigrationWatch`: one small read, ``IN_FORCE``, at most
 every ``NOTICE_SECONDS``), and a migration, once recorded as running, waits ``WAIT_FACTOR`` times
 that before it moves a fact: a reader that asked before the record has asked again by then. The
@@ -47,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -73,7 +74,7 @@ DEFAULT_BATCH = 1000
 NOTICE_SECONDS = 1.0
 WAIT_FACTOR = 2.0
 # Which recorded migrations a read widens its attribute for: the named queries' clause says the
-# same (tests/unit/test_query_folding.py holds them to it).
+# same (tests/unit/test_dual_read_notice.py holds them to it).
 ALIASES_IN_FORCE = "m.status <> 'done' OR properties(m).dual_read_until > datetime()"
 IN_FORCE = f"RETURN EXISTS {{ MATCH (m:SchemaMigration) WHERE {ALIASES_IN_FORCE} }} AS in_force"
 
@@ -81,26 +82,30 @@ IN_FORCE = f"RETURN EXISTS {{ MATCH (m:SchemaMigration) WHERE {ALIASES_IN_FORCE}
 class MigrationWatch:
     """Whether a schema migration's dual read is in force, as this process last learnt it: a store
     asks (``IN_FORCE``) before a read that can leave the aliases out, when its answer is older than
-    ``NOTICE_SECONDS``. Shared by a store's threads; a stale answer only
-    means one more small read."""
+    ``NOTICE_SECONDS``. Shared by a store's threads: an answer and the time it was asked are kept
+    together, and an answer asked earlier than the one held does not replace it."""
 
     def __init__(self) -> None:
-        self._asked = -math.inf  # time.monotonic() when the answer was asked for
-        self._in_force = True
+        # (time.monotonic() when the answer was asked for, the answer); nothing asked: in force.
+        self._state: tuple[float, bool] = (-math.inf, True)
+        self._lock = threading.Lock()
 
     def due(self) -> float | None:
         """``None`` if the answer is fresh; else the time to stamp the next answer with (taken
         before it is asked, so that the answer is never thought younger than it is)."""
         now = time.monotonic()
-        return now if now - self._asked > NOTICE_SECONDS else None
+        return now if now - self._state[0] > NOTICE_SECONDS else None
 
     def learn(self, in_force: bool, asked: float) -> None:
-        if asked >= self._asked:
-            self._asked, self._in_force = asked, in_force
+        with self._lock:
+            if asked >= self._state[0]:
+                self._state = (asked, in_force)
 
     @property
     def in_force(self) -> bool:
-        return self._in_force
+        return self._state[1]
+
+
 KINDS = "rename, rename_relation, retype, split"
 _ORDER = {"rename": 0, "rename_relation": 1, "split": 2, "retype": 3}
 

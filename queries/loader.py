@@ -47,7 +47,7 @@ _NULL_TEST = re.compile(r"(?:(?<=[(,])|(?<=\bAND)|(?<=\bOR)|(?<=\bXOR)|(?<=\bNOT
 # The migration aliases a read of facts widens its attribute with (graph/evolution.py, "Dual
 # reads"): the clause that collects them from the running or recent schema migrations, and the
 # disjunct that reads them. :meth:`NamedQuery.packed_for` leaves both out when no migration's dual
-# read is in force. Groups of _ALIASES: the predicate that says which migrations are in force.
+# read is in force. Group ``active`` of _ALIASES: the predicate that says which migrations are.
 _ALIASES = re.compile(r"WITH CASE WHEN \$attribute IS NULL THEN \[\] ELSE COLLECT \{ MATCH \(m:SchemaMigration\)\s*"
                       r"WHERE (?P<active>[^\n]*?)\s*UNWIND properties\(m\)\.aliases AS pair .*?"
                       r"\} END AS aliases\n", re.S)
@@ -138,8 +138,8 @@ class NamedQuery:
         each combination of null and given parameters among the tested ones.
 
         ``aliases=False``: without the migration aliases (:attr:`reads_aliases`), for a reader that
-        knows no schema migration's dual read is in force (``graph.store.MigrationWatch``):
-        ``current`` 7% faster (sgam/bench/README.md, "Session 28")."""
+        knows no schema migration's dual read is in force (``graph.evolution.MigrationWatch``):
+        ``current``'s statement 7% faster (sgam/bench/README.md, "Session 28")."""
         tested = self.null_tests
         lean = not aliases and self.reads_aliases
         if not tested and not lean:
