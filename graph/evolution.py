@@ -40,6 +40,8 @@ every ``NOTICE_SECONDS``), and a migration, once recorded as running, waits ``WA
 that before it moves a fact: a reader that asked before the record has asked again by then. The
 wait is in every run of :func:`migrate_op` that moves facts (2 s); a migration run by an SGAM
 older than this does not wait, so every process should run this version before a migration starts.
+The wait leaves one notice of margin: a read that takes more than a second from the store's check to
+the server (a stalled process, a queued server) could miss a fact moved in that second.
 """
 
 from __future__ import annotations
