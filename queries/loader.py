@@ -150,14 +150,14 @@ class NamedQuery:
     def reads_aliases(self) -> bool:
         """Whether the text widens its attribute with the migration aliases (``current``,
         ``as-of``, ``history``): the clause that collects them and the disjunct that reads them."""
-        return _ALIASES.search(self.text) is not None and _ALIASED in self.text
+        return self.aliases_in_force is not None
 
     @cached_property
     def aliases_in_force(self) -> str | None:
         """The predicate on ``(m:SchemaMigration)`` under which the text reads a migration's
         aliases (``None`` if it reads none)."""
         found = _ALIASES.search(self.text)
-        return found.group("active") if found is not None and self.reads_aliases else None
+        return found.group("active") if found is not None and _ALIASED in self.text else None
 
     @lru_cache(maxsize=None)  # noqa: B019  (queries are loaded once and live as long as the process)
     def _folded(self, nulls: frozenset[str], lean: bool = False) -> str:

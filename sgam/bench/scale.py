@@ -1146,14 +1146,11 @@ def markdown(result: dict[str, Any]) -> str:
              "| facts | operation | SGAM p50 ms | raw p50 ms | ratio p50 | SGAM p99 ms | raw p99 ms | ratio p99 |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for row in result["sizes"]:
-        for op in OPERATIONS:
-            e = row["lookups"][op]
+        timed = [(op, row["lookups"][op]) for op in OPERATIONS]
+        if row.get("single_writes"):  # results written before single writes were timed have none
+            timed.append(("`write`, one delta", row["single_writes"]))
+        for op, e in timed:
             lines.append(f"| {row['size']:,} | {op} | {_ms(e, 'sgam', 'p50')} | {_ms(e, 'raw', 'p50')} | "
-                         f"{e['ratio_p50']:.2f}x | {_ms(e, 'sgam', 'p99')} | {_ms(e, 'raw', 'p99')} | "
-                         f"{e['ratio_p99']:.2f}x |")
-        e = row.get("single_writes")
-        if e:  # results written before single writes were timed have none
-            lines.append(f"| {row['size']:,} | `write`, one delta | {_ms(e, 'sgam', 'p50')} | {_ms(e, 'raw', 'p50')} | "
                          f"{e['ratio_p50']:.2f}x | {_ms(e, 'sgam', 'p99')} | {_ms(e, 'raw', 'p99')} | "
                          f"{e['ratio_p99']:.2f}x |")
     lines += ["", "| facts | write_many facts/s | raw facts/s | time ratio | bulk import facts/s | "
