@@ -1,7 +1,9 @@
 """Scale benchmark (``sgam bench scale``): how SGAM's costs grow from 10k to 1M facts (10M optional).
 
 One seeded stream of deltas is generated in arrival order; the graph at size ``S`` is its first
-``S`` deltas. Sizes run in ascending order, each in a fresh tenant (the previous one is deleted):
+``S`` deltas. First, untimed, a warm-up stream of another seed (``WARM_UP`` deltas, at most the
+window) is written and read in tenants of its own and removed, so that no size is timed on a cold
+server. Sizes run in ascending order, each in a fresh tenant (the previous one is deleted):
 
 1. the first ``S - window`` deltas are loaded with :meth:`MemoryGraph.import_history` (the bulk
    path for a whole history into an empty tenant: same reconciliation, larger transactions);
@@ -78,6 +80,11 @@ HUGE_SIZE = 10_000_000
 WINDOW = 20_000
 LOOKUPS = 300
 WARMUP = 50
+# Deltas of a warm-up stream (another seed, its own tenants) written before the first size: half
+# imported, half through the raw write and ``write_many``, then a few reads; never timed. A new
+# server runs its first writes on a cold JIT: the first size's write figures were about 1.8x
+# slower on both sides and their ratio swung with it (sgam/bench/README.md, "Session 29").
+WARM_UP = 10_000
 SINGLE_WRITES = 200  # `write` calls of one delta timed at each size (at most the lookups asked for)
 GRAPHITI_MAX = 10_000  # embedding every edge (and searching them) of a bigger graph takes too long on CPU
 EPISODE_BATCH = 5_000
@@ -901,14 +908,40 @@ RETURN f.subject AS subject, f.attribute AS attribute, toString(f.value) AS valu
 # -- the benchmark -----------------------------------------------------------------------------------
 
 
+def _warm_up(graph: Any, seed: int, deltas: int, tenant: str) -> None:
+    """The server's write and read paths run once before anything is timed: ``deltas`` of a stream
+    of another seed in ``tenant`` (half imported, half written raw and through ``write_many``, then
+    some reads), removed again."""
+    stream = Stream(seed=seed + 1, final_size=deltas, tenant=tenant)
+    stream.take(deltas)
+    half = deltas // 2
+    try:
+        for start in range(0, stream.episode_count, EPISODE_BATCH):
+            graph.record_episodes(list(stream.episodes(start, start + EPISODE_BATCH)))
+        graph.import_history(stream.view(0, half))
+        recent = list(stream.deltas(half, deltas))
+        raw_write(graph, recent, f"{tenant}-raw", DEFAULT_BATCH)
+        graph.write_many(recent)
+        slots = stream.slot_keys(deltas)
+        for subject, attribute in (slots[i] for i in range(min(WARMUP, len(slots)))):
+            graph.current(tenant, subject, attribute)
+            graph.store.read(RAW_LOOKUP, {"tenant": tenant, "subject": subject, "attribute": attribute})
+    finally:
+        write_tenant_cleanup(graph, f"{tenant}-raw")
+        graph.delete_tenant(tenant)
+
+
+
 def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WINDOW,
         lookups: int = LOOKUPS, graphiti: bool | None = None, out_dir: Path | str = Path("bench/results"),
         uri: str | None = None, auth: tuple[str, str] | None = None,
-        log: Callable[[str], None] | None = None, keep: bool = False) -> dict[str, Any]:
+        log: Callable[[str], None] | None = None, keep: bool = False,
+        warm_up: int | None = None) -> dict[str, Any]:
     """Run the scale benchmark over ``sizes`` (ascending), write JSON/Markdown/PNG, return the result.
 
     ``graphiti``: ``None`` probes Graphiti's search at sizes up to 10k (if its module is there);
-    ``True`` at every size; ``False`` never.
+    ``True`` at every size; ``False`` never. ``warm_up``: deltas of the untimed warm-up stream
+    written first (:data:`WARM_UP`, at most ``window``, by default; 0 for none).
     """
     from sgam.api import MemoryGraph
 
@@ -931,7 +964,14 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
     rows: list[dict[str, Any]] = []
     generate_s = 0.0
     memory = _Memory()
+    warm = min(WARM_UP, window) if warm_up is None else warm_up
+    warm_s = 0.0
     try:
+        if warm >= 2:
+            t0 = time.perf_counter()
+            _warm_up(graph, seed, warm, f"{tenant}-warm")
+            warm_s = time.perf_counter() - t0
+            log(f"warm-up: {warm:,} deltas of another stream written and read in {warm_s:.1f}s (not timed)")
         for size in sizes:
             t0 = time.perf_counter()
             stream.take(size - len(stream))
@@ -1028,7 +1068,8 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                          "neo4j_driver": package_version("neo4j"), **git_state()},
             "neo4j": neo4j_info(graph),
             "params": {"sizes": sizes, "seed": seed, "window": window, "lookups": lookups,
-                       "warmup": WARMUP, "schema": f"{SCHEMA.name} v{SCHEMA.version}",
+                       "warmup": WARMUP, "warm_up_deltas": warm, "warm_up_seconds": round(warm_s, 3),
+                       "schema": f"{SCHEMA.name} v{SCHEMA.version}",
                        "traversal": list(PATH), "context": "exact facts only (expand=False)",
                        "store_dir": None if store_dir is None else str(store_dir), "tenant": tenant,
                        "memory": MEMORY_NOTE},

@@ -60,13 +60,15 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
     files = result["result_files"]
     saved = json.loads(Path(files["json"]).read_text(encoding="utf-8"))
     assert saved["params"]["seed"] == 5 and saved["params"]["sizes"] == [600, 1_500]
+    assert saved["params"]["warm_up_deltas"] == 300 and _positive(saved["params"]["warm_up_seconds"])
     assert Path(files["png"]).read_bytes()[:4] == b"\x89PNG"
     markdown = Path(files["markdown"]).read_text(encoding="utf-8")
     assert "| 1,500 | traverse |" in markdown and "| 1,500 | `write`, one delta |" in markdown
     assert "| wrong `current` / `as_of` answers | 0 | 0 at 600, 0 at 1,500 | yes |" in markdown
     with MemoryGraph.connect(uri, auth, schema=bench_scale.SCHEMA) as graph:  # tenants are gone (but their deletion records)
-        assert graph.store.read("MATCH (n {tenant_id: $t}) WHERE NOT n:Deletion RETURN count(n) AS n",
-                                {"t": result["params"]["tenant"]})[0]["n"] == 0
+        for t in ("", "-raw", "-warm", "-warm-raw"):  # the warm-up's tenants too
+            assert graph.store.read("MATCH (n {tenant_id: $t}) WHERE NOT n:Deletion RETURN count(n) AS n",
+                                    {"t": result["params"]["tenant"] + t})[0]["n"] == 0, t
 
 
 def test_scale_stream_has_long_histories_and_a_three_hop_path() -> None:
