@@ -82,8 +82,9 @@ LOOKUPS = 300
 WARMUP = 50
 # Deltas of a warm-up stream (another seed, its own tenants) written before the first size: half
 # imported, half through the raw write and ``write_many``, then a few reads; never timed. A new
-# server runs its first writes on a cold JIT: the first size's write figures were about 1.8x
-# slower on both sides and their ratio swung with it (sgam/bench/README.md, "Session 29").
+# server runs its first writes on a cold JIT: the first size's writes were 1.5-2x slower on
+# both sides (the raw write, timed first, more), and their ratio swung with it
+# (sgam/bench/README.md, "Session 29").
 WARM_UP = 10_000
 SINGLE_WRITES = 200  # `write` calls of one delta timed at each size (at most the lookups asked for)
 GRAPHITI_MAX = 10_000  # embedding every edge (and searching them) of a bigger graph takes too long on CPU
@@ -929,7 +930,6 @@ def _warm_up(graph: Any, seed: int, deltas: int, tenant: str) -> None:
     finally:
         write_tenant_cleanup(graph, f"{tenant}-raw")
         graph.delete_tenant(tenant)
-
 
 
 def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WINDOW,
