@@ -143,13 +143,16 @@ MERGE (e:Entity {tenant_id: t.tenant_id, id: t.id})
   ON CREATE SET e:$(t.type), e.type = t.type, e.name = t.id, e.created_at = $now
 """
 
-# A chunk's links, in its own transaction. MERGE, not CREATE: a relation target can be named by
-# one episode from subjects in different chunks, and the pairs are deduplicated per chunk only.
+# A chunk's links, in its own transaction, by episode (each episode found once, not once per
+# entity it names: a 100k import's links took 2.0 s of the server's time instead of 2.5).
+# MERGE, not CREATE: a relation target can be named by one episode from subjects in different
+# chunks, and the pairs are deduplicated per chunk only.
 MERGE_MENTIONS = """
-UNWIND $mentions AS m
-MATCH (ep:Episode {tenant_id: m.tenant_id, id: m.episode})
+UNWIND $episodes AS g
+MATCH (ep:Episode {tenant_id: g.tenant_id, id: g.id})
   USING INDEX SEEK ep:Episode(tenant_id, id)
-MATCH (e:Entity {tenant_id: m.tenant_id, id: m.entity})
+UNWIND g.entities AS id
+MATCH (e:Entity {tenant_id: g.tenant_id, id: id})
   USING INDEX SEEK e:Entity(tenant_id, id)
 MERGE (ep)-[:MENTIONS]->(e)
 """
@@ -405,6 +408,14 @@ class RunStep:
             "counts": [tallies[n] for n in names]}), dict(tallies)
 
 
+def _by_episode(links: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """``MENTIONS`` pairs (``writes.mentions_of``) as one row per episode with the entities it names."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for m in links:
+        grouped.setdefault((m["tenant_id"], m["episode"]), []).append(m["entity"])
+    return [{"tenant_id": t, "id": e, "entities": entities} for (t, e), entities in grouped.items()]
+
+
 class RunTakenOver(Conflict):
     """Another process moved the run on while this one wrote a chunk (whose writes were rolled back)."""
 
@@ -425,9 +436,9 @@ def chunk_steps(ready: Sequence[Prepared], schema: Schema, clock: Callable[[], d
     if targets:
         yield Statement(MERGE_TARGETS, {"now": clock(), "targets": [
             {"tenant_id": t, "id": i, "type": kind} for (t, i), kind in sorted(targets.items())]})
-    links = mentions_of(ready)
+    links = _by_episode(mentions_of(ready))
     if links:
-        yield Statement(MERGE_MENTIONS, {"mentions": links})
+        yield Statement(MERGE_MENTIONS, {"episodes": links})
     # read after the write's own clock reading, so the run's time is never before its entities'
     statement, tallies = step.advance(batch, clock())
     records = yield statement

@@ -57,13 +57,17 @@ _INSTANT_KEYS = frozenset(INSTANTS)
 _PLAIN = frozenset((str, int, float, bool, list, date))
 
 
+def _to_native(value: Any) -> Any:
+    return value.to_native() if hasattr(value, "to_native") else value
+
+
 def fact_from_properties(props: dict[str, Any]) -> Fact:
     """A :class:`Fact` from relationship properties as the driver returns them.
 
     Instants may come typed or as ISO strings (the write path and the API queries read them as
     strings, which is much cheaper for the driver); a date or datetime ``value`` likewise.
     """
-    data = {key: value.to_native() if hasattr(value, "to_native") else value
+    data = {key: value if value is None or type(value) in _PLAIN else _to_native(value)
             for key, value in props.items()}
     value = data.get("value")
     if isinstance(value, str) and data.get("value_type") in ("date", "datetime"):
