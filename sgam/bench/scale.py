@@ -20,8 +20,11 @@ server. Sizes run in ascending order, each in a fresh tenant (the previous one i
 5. last, ``write`` of one delta a call (a person moves: a retired row, its successor, a ledger
    entry, a link) is timed next to the raw write of the same delta in a transaction of its own.
 
-CPU, for the bulk import (``bulk_import.cpu``): the harness's own CPU seconds and the local server
-process's over the import's wall time (:mod:`sgam.bench.cpu`), to show which side limits it.
+CPU, for the bulk import (``bulk_import.cpu``) and for the write window (``writes.cpu``, SGAM's and
+the raw write's): the harness's own CPU seconds and the local server process's over the phase's wall
+time (:mod:`sgam.bench.cpu`), to show which side limits it; ``writes.cpu.sgam_floor_s`` is the least
+wall time that CPU allows on this machine's cores (:func:`cpu_floor`), so a ratio to the raw write
+that the CPU alone rules out is visible as such.
 
 Memory, two figures per size. ``python.rss_mb`` / ``peak_rss_mb``: the whole harness process
 (stream, SGAM, driver), now and the highest so far. ``python.sgam_peak_growth_mb``: what SGAM itself
@@ -1014,12 +1017,16 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
 
             retries.take()
             recent = list(stream.deltas(size - w, size))
-            raw_s = raw_write(graph, recent, raw_tenant, DEFAULT_BATCH)  # as write_many batches
-            with memory.phase("write_many", sgam_mb):
+            raw_cpu: dict[str, float | None] = {}
+            write_cpu: dict[str, float | None] = {}
+            with cpu_split(uri, raw_cpu):
+                raw_s = raw_write(graph, recent, raw_tenant, DEFAULT_BATCH)  # as write_many batches
+            with memory.phase("write_many", sgam_mb), cpu_split(uri, write_cpu):
                 t0 = time.perf_counter()
                 batch = graph.write_many(recent)
                 write_s = time.perf_counter() - t0
-            log(f"  write_many {w:,} in {write_s:.1f}s (raw {raw_s:.1f}s)")
+            log(f"  write_many {w:,} in {write_s:.1f}s (raw {raw_s:.1f}s); {_cpu_words(write_cpu)}; "
+                f"{_floor_words(write_cpu, raw_s)}")
             write_tenant_cleanup(graph, raw_tenant)
             rejected += len(batch.rejected)
             outcomes = dict(sorted(Counter(r.outcome for r in batch.results).items()))
@@ -1042,6 +1049,8 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 "writes": {"sgam_facts_per_s": round(w / write_s, 1), "raw_facts_per_s": round(w / raw_s, 1),
                            "sgam_seconds": round(write_s, 3), "raw_seconds": round(raw_s, 3),
                            "ratio": round(write_s / raw_s, 3),
+                           "cpu": {"sgam": write_cpu, "raw": raw_cpu, "cores": CORES,
+                                   "sgam_floor_s": cpu_floor(write_cpu)},
                            "outcomes": outcomes,
                            "rejected": rejected, "driver_retries": retries.take()},
                 "lookups": lookup,
@@ -1171,6 +1180,28 @@ def _sgam_mb(row: dict[str, Any]) -> str:
     return " / ".join("n/a" if grown.get(k) is None else f"{grown[k]:,.0f}" for k in ("write_many", "lookups"))
 
 
+# The cores this process and the local server share (the affinity mask, as the OS grants them).
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_floor(cpu: dict[str, Any], cores: int = CORES) -> float | None:
+    """The least wall time a phase's CPU allows on ``cores``: its Python runs on one interpreter
+    (at most one core at a time, whatever its threads), the server's beside it on the rest, both
+    at once never more than the cores. ``None`` when the server's CPU was not measured."""
+    python, server = cpu["python_cpu_s"], cpu["server_cpu_s"]
+    if server is None:
+        return None
+    return round(max(python, (python + server) / cores), 3)
+
+
+def _floor_words(cpu: dict[str, Any], raw_s: float) -> str:
+    floor = cpu_floor(cpu)
+    if floor is None:
+        return "its floor not known (the server is not a local process)"
+    return (f"on {CORES} cores that CPU takes at least {floor:,.1f} s, {floor / max(raw_s, 1e-3):.2f}x "
+            "the raw write's wall")
+
+
 def _cpu_words(cpu: dict[str, Any]) -> str:
     """Where a phase's CPU went: this Python process against the (local) server."""
     wall, python, server = max(cpu["wall_s"], 1e-3), cpu["python_cpu_s"], cpu["server_cpu_s"]
@@ -1215,6 +1246,10 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{row['python']['rss_mb']} | {_sgam_mb(row)} | {bad} | {search} | {ratio} |")
     lines += [""] + [f"Bulk import at {r['size']:,}: {_cpu_words(r['bulk_import']['cpu'])}."
                      for r in result["sizes"] if "cpu" in r["bulk_import"]]
+    lines += [""] + [f"`write_many` at {r['size']:,}: {_cpu_words(r['writes']['cpu']['sgam'])}; "
+                     f"{_floor_words(r['writes']['cpu']['sgam'], r['writes']['raw_seconds'])}. "
+                     f"The raw write: {_cpu_words(r['writes']['cpu']['raw'])}."
+                     for r in result["sizes"] if "cpu" in r["writes"]]
     skipped = [f"{r['size']:,}: {r['graphiti']['skipped']}" for r in result["sizes"] if "skipped" in r["graphiti"]]
     if skipped:
         lines += ["", "Graphiti: " + "; ".join(skipped)]

@@ -43,6 +43,12 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
         assert _positive(row["bulk_import"]["facts_per_s"])
         cpu = row["bulk_import"]["cpu"]
         assert _positive(cpu["wall_s"]) and cpu["python_cpu_s"] >= 0, cpu
+        written = row["writes"]["cpu"]
+        for side in ("sgam", "raw"):
+            # the harness's CPU is read in 10 ms ticks: a 300-delta raw write can read 0
+            assert _positive(written[side]["wall_s"]) and written[side]["python_cpu_s"] >= 0, written
+        floor = written["sgam_floor_s"]
+        assert floor is None or floor >= written["sgam"]["python_cpu_s"], written
         assert row["stored"]["fact_rows"] >= row["stored"]["believed_rows"] > 0
         for op in bench_scale.OPERATIONS:
             entry = row["lookups"][op]

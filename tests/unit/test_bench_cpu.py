@@ -58,3 +58,13 @@ def test_a_few_milliseconds_of_another_process_show() -> None:
         assert abs((after - before) - (end - start)) < 0.0025, (after - before, end - start)
     finally:
         child.communicate("end\n", timeout=30)
+
+
+def test_the_floor_is_the_busier_of_one_interpreter_and_the_shared_cores() -> None:
+    from sgam.bench.scale import cpu_floor
+
+    # Python's own CPU cannot spread over cores; the sum of both cannot beat the cores.
+    assert cpu_floor({"python_cpu_s": 4.0, "server_cpu_s": 7.0}, cores=2) == 5.5
+    assert cpu_floor({"python_cpu_s": 6.0, "server_cpu_s": 2.0}, cores=2) == 6.0
+    assert cpu_floor({"python_cpu_s": 4.0, "server_cpu_s": 7.0}, cores=8) == 4.0
+    assert cpu_floor({"python_cpu_s": 4.0, "server_cpu_s": None}, cores=2) is None
