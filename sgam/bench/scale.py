@@ -1013,7 +1013,7 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 rejected = len(imported.rejected)
                 del imported
             log(f"  bulk import {size - w:,} in {bulk_s:.1f}s ({(size - w) / bulk_s:,.0f} facts/s); "
-                f"{_cpu_words(bulk_cpu)}")
+                f"{_cpu_words(bulk_cpu)}; {_import_floor_words(bulk_cpu, size - w)}")
 
             retries.take()
             recent = list(stream.deltas(size - w, size))
@@ -1045,6 +1045,7 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 "bulk_import": {"deltas": size - w, "seconds": round(bulk_s, 3),
                                 "facts_per_s": round((size - w) / bulk_s, 1),
                                 "episodes_seconds": round(episodes_s, 3), "cpu": bulk_cpu,
+                                "cpu_floor_s": cpu_floor(bulk_cpu),
                                 "clear_previous_seconds": round(clear_s, 3)},
                 "writes": {"sgam_facts_per_s": round(w / write_s, 1), "raw_facts_per_s": round(w / raw_s, 1),
                            "sgam_seconds": round(write_s, 3), "raw_seconds": round(raw_s, 3),
@@ -1202,6 +1203,13 @@ def _floor_words(cpu: dict[str, Any], raw_s: float) -> str:
             "the raw write's wall")
 
 
+def _import_floor_words(cpu: dict[str, Any], deltas: int) -> str:
+    floor = cpu_floor(cpu)
+    if floor is None:
+        return "its floor not known (the server is not a local process)"
+    return f"on {CORES} cores that CPU allows at most {deltas / max(floor, 1e-3):,.0f} facts/s"
+
+
 def _cpu_words(cpu: dict[str, Any]) -> str:
     """Where a phase's CPU went: this Python process against the (local) server."""
     wall, python, server = max(cpu["wall_s"], 1e-3), cpu["python_cpu_s"], cpu["server_cpu_s"]
@@ -1244,7 +1252,8 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{w['ratio']:.2f}x | {row['bulk_import']['facts_per_s']:,.0f} | "
                      f"{row['stored']['fact_rows']:,} | {store} | {row['neo4j_heap'].get('heap_used_mb')} | "
                      f"{row['python']['rss_mb']} | {_sgam_mb(row)} | {bad} | {search} | {ratio} |")
-    lines += [""] + [f"Bulk import at {r['size']:,}: {_cpu_words(r['bulk_import']['cpu'])}."
+    lines += [""] + [f"Bulk import at {r['size']:,}: {_cpu_words(r['bulk_import']['cpu'])}; "
+                     f"{_import_floor_words(r['bulk_import']['cpu'], r['bulk_import']['deltas'])}."
                      for r in result["sizes"] if "cpu" in r["bulk_import"]]
     lines += [""] + [f"`write_many` at {r['size']:,}: {_cpu_words(r['writes']['cpu']['sgam'])}; "
                      f"{_floor_words(r['writes']['cpu']['sgam'], r['writes']['raw_seconds'])}. "

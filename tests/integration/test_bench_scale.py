@@ -43,6 +43,7 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
         assert _positive(row["bulk_import"]["facts_per_s"])
         cpu = row["bulk_import"]["cpu"]
         assert _positive(cpu["wall_s"]) and cpu["python_cpu_s"] >= 0, cpu
+        assert row["bulk_import"]["cpu_floor_s"] is None or row["bulk_import"]["cpu_floor_s"] >= cpu["python_cpu_s"]
         written = row["writes"]["cpu"]
         for side in ("sgam", "raw"):
             # the harness's CPU is read in 10 ms ticks: a 300-delta raw write can read 0
