@@ -2,8 +2,10 @@
 
 One seeded stream of deltas is generated in arrival order; the graph at size ``S`` is its first
 ``S`` deltas. First, untimed, a warm-up stream of another seed (``WARM_UP`` deltas, at most the
-window) is written and read in tenants of its own and removed, so that no size is timed on a cold
-server. Sizes run in ascending order, each in a fresh tenant (the previous one is deleted):
+window) is written and read in tenants of its own and removed, again until a round is no longer
+faster than the one before (at most ``WARM_UP_ROUNDS``), so that no size is timed while the
+server's JIT compiler is still at work. Sizes run in ascending order, each in a fresh tenant (the
+previous one is deleted):
 
 1. the first ``S - window`` deltas are loaded with :meth:`MemoryGraph.import_history` (the bulk
    path for a whole history into an empty tenant: same reconciliation, larger transactions);
@@ -87,8 +89,13 @@ WARMUP = 50
 # imported, half through the raw write and ``write_many``, then a few reads; never timed. A new
 # server runs its first writes on a cold JIT: the first size's writes were 1.5-2x slower on
 # both sides (the raw write, timed first, more), and their ratio swung with it
-# (sgam/bench/README.md, "Session 29").
+# (sgam/bench/README.md, "Session 29"). One round was not enough: on a new server the JVM's
+# compiler threads were still busy through the 10k size (3 s of their CPU in its write window) and
+# a round took 17.4, 10.2, 6.0, 4.9, 5.1 s in turn ("Session 30"). So rounds are repeated until
+# one takes at least WARM_UP_SETTLED of the one before, at most WARM_UP_ROUNDS of them.
 WARM_UP = 10_000
+WARM_UP_ROUNDS = 6
+WARM_UP_SETTLED = 0.85
 SINGLE_WRITES = 200  # `write` calls of one delta timed at each size (at most the lookups asked for)
 GRAPHITI_MAX = 10_000  # embedding every edge (and searching them) of a bigger graph takes too long on CPU
 EPISODE_BATCH = 5_000
@@ -924,7 +931,18 @@ def _record_episodes(graph: Any, stream: Stream) -> float:
     return seconds
 
 
-def _warm_up(graph: Any, seed: int, deltas: int, tenant: str) -> None:
+def _warm_up(graph: Any, seed: int, deltas: int, tenant: str) -> list[float]:
+    """Rounds of :func:`_warm_round` until one takes at least :data:`WARM_UP_SETTLED` of the
+    round before (at most :data:`WARM_UP_ROUNDS`); the rounds' seconds."""
+    rounds: list[float] = []
+    while len(rounds) < WARM_UP_ROUNDS and (len(rounds) < 2 or rounds[-1] < WARM_UP_SETTLED * rounds[-2]):
+        t0 = time.perf_counter()
+        _warm_round(graph, seed, deltas, tenant)
+        rounds.append(time.perf_counter() - t0)
+    return rounds
+
+
+def _warm_round(graph: Any, seed: int, deltas: int, tenant: str) -> None:
     """The server's write and read paths run once before anything is timed: ``deltas`` of a stream
     of another seed in ``tenant`` (half imported, half written raw and through ``write_many``, then
     some reads), removed again."""
@@ -955,7 +973,8 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
 
     ``graphiti``: ``None`` probes Graphiti's search at sizes up to 10k (if its module is there);
     ``True`` at every size; ``False`` never. ``warm_up``: deltas of the untimed warm-up stream
-    written first (:data:`WARM_UP`, at most ``window``, by default; 0 for none).
+    written first, in rounds until the server's speed settles (:data:`WARM_UP`, at most
+    ``window``, by default; 0 for none).
     """
     from sgam.api import MemoryGraph
 
@@ -980,12 +999,14 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
     memory = _Memory()
     warm = min(WARM_UP, window) if warm_up is None else warm_up
     warm_s = 0.0
+    rounds: list[float] = []
     try:
         if warm >= 2:
             t0 = time.perf_counter()
-            _warm_up(graph, seed, warm, f"{tenant}-warm")
+            rounds = _warm_up(graph, seed, warm, f"{tenant}-warm")
             warm_s = time.perf_counter() - t0
-            log(f"warm-up: {warm:,} deltas of another stream written and read in {warm_s:.1f}s (not timed)")
+            log(f"warm-up: {warm:,} deltas of another stream written and read {len(rounds)} times in "
+                f"{warm_s:.1f}s ({', '.join(f'{r:.1f}' for r in rounds)} s; not timed)")
         for size in sizes:
             t0 = time.perf_counter()
             stream.take(size - len(stream))
@@ -1084,6 +1105,7 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
             "neo4j": neo4j_info(graph),
             "params": {"sizes": sizes, "seed": seed, "window": window, "lookups": lookups,
                        "warmup": WARMUP, "warm_up_deltas": warm, "warm_up_seconds": round(warm_s, 3),
+                       "warm_up_rounds": [round(r, 3) for r in rounds],
                        "schema": f"{SCHEMA.name} v{SCHEMA.version}",
                        "traversal": list(PATH), "context": "exact facts only (expand=False)",
                        "store_dir": None if store_dir is None else str(store_dir), "tenant": tenant,

@@ -68,6 +68,11 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
     saved = json.loads(Path(files["json"]).read_text(encoding="utf-8"))
     assert saved["params"]["seed"] == 5 and saved["params"]["sizes"] == [600, 1_500]
     assert saved["params"]["warm_up_deltas"] == 300 and _positive(saved["params"]["warm_up_seconds"])
+    # rounds until one is no longer clearly faster than the one before, or the most allowed
+    rounds = saved["params"]["warm_up_rounds"]
+    assert 2 <= len(rounds) <= bench_scale.WARM_UP_ROUNDS, rounds
+    settled = [later >= bench_scale.WARM_UP_SETTLED * earlier for earlier, later in zip(rounds, rounds[1:])]
+    assert not any(settled[:-1]) and (settled[-1] or len(rounds) == bench_scale.WARM_UP_ROUNDS), rounds
     assert Path(files["png"]).read_bytes()[:4] == b"\x89PNG"
     markdown = Path(files["markdown"]).read_text(encoding="utf-8")
     assert "| 1,500 | traverse |" in markdown and "| 1,500 | `write`, one delta |" in markdown
