@@ -23,6 +23,7 @@ WITH CASE WHEN $attribute IS NULL THEN [] ELSE COLLECT { MATCH (m:SchemaMigratio
        UNWIND properties(m).aliases AS pair WITH pair WHERE pair STARTS WITH $attribute + '>'
        RETURN substring(pair, size($attribute) + 1) } END AS aliases
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
+  USING INDEX SEEK s:Entity(tenant_id, id)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute OR f.attribute IN aliases)
   AND f.status IN coalesce($statuses, ['confirmed'])

@@ -14,6 +14,7 @@
 // example: :param memory_types => null
 UNWIND $subjects AS subject
 MATCH (s:Entity {tenant_id: $tenant, id: subject})
+  USING INDEX SEEK s:Entity(tenant_id, id)
 CALL (s) {
   MATCH (ep:Episode)-[:MENTIONS]->(s)
   WHERE ep.tenant_id = $tenant AND ep.occurred_at <= $valid_at AND ep.redacted_at IS NULL

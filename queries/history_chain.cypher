@@ -9,6 +9,7 @@
 // example: :param attribute => 'passport_deadline'
 // example: :param principal => null
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()
+  USING INDEX SEEK s:Entity(tenant_id, id)
 WHERE f.memory_id IS NOT NULL AND f.attribute = $attribute
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 WITH collect(f {.*}) AS rows

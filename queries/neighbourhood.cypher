@@ -16,6 +16,7 @@
 // example: :param principal => null
 // Variable-length bounds cannot be parameters: expand up to 4 hops and keep paths of at most $hops.
 MATCH path = (s:Entity {tenant_id: $tenant, id: $subject})-[hops*1..4]-(n:Entity)
+  USING INDEX SEEK s:Entity(tenant_id, id)
 WHERE size(hops) <= $hops
   AND n <> s
   AND all(h IN hops WHERE

@@ -14,6 +14,7 @@
 // valid at T is valid_from <= T < valid_to. Not believed at K (retired) outranks the valid window.
 WITH coalesce($valid_at, datetime()) AS t, coalesce($known_at, datetime()) AS k
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
+  USING INDEX SEEK s:Entity(tenant_id, id)
 WHERE f.memory_id IS NOT NULL AND f.status = 'confirmed' AND f.recorded_at <= k
   AND (f.visible_to IS NULL OR $principal = '*' OR $principal IN f.visible_to)
 WITH s, f, o, t, CASE

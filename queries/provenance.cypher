@@ -11,11 +11,13 @@
 // Two branches so that a given subject is an index seek and only a missing one scans the tenant.
 CALL () {
   MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->()
+    USING INDEX SEEK s:Entity(tenant_id, id)
   WHERE f.memory_id = $memory_id
   RETURN s, f
   UNION
   WITH 1 AS scan WHERE $subject IS NULL
   MATCH (s:Entity {tenant_id: $tenant})-[f]->()
+    USING INDEX SEEK s:Entity(tenant_id)
   WHERE f.memory_id = $memory_id
   RETURN s, f
 }

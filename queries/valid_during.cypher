@@ -19,6 +19,7 @@
 // example: :param principal => null
 // example: :param memory_types => null
 MATCH (s:Entity {tenant_id: $tenant, id: $subject})-[f]->(o)
+  USING INDEX SEEK s:Entity(tenant_id, id)
 WHERE f.memory_id IS NOT NULL
   AND ($attribute IS NULL OR f.attribute = $attribute)
   AND f.status IN coalesce($statuses, ['confirmed'])
