@@ -934,20 +934,20 @@ def _record_episodes(graph: Any, stream: Stream) -> float:
 def _warm_up(graph: Any, seed: int, deltas: int, tenant: str) -> list[float]:
     """Rounds of :func:`_warm_round` until one takes at least :data:`WARM_UP_SETTLED` of the
     round before (at most :data:`WARM_UP_ROUNDS`); the rounds' seconds."""
+    stream = Stream(seed=seed + 1, final_size=deltas, tenant=tenant)
+    stream.take(deltas)
     rounds: list[float] = []
     while len(rounds) < WARM_UP_ROUNDS and (len(rounds) < 2 or rounds[-1] < WARM_UP_SETTLED * rounds[-2]):
         t0 = time.perf_counter()
-        _warm_round(graph, seed, deltas, tenant)
+        _warm_round(graph, stream, deltas, tenant)
         rounds.append(time.perf_counter() - t0)
     return rounds
 
 
-def _warm_round(graph: Any, seed: int, deltas: int, tenant: str) -> None:
-    """The server's write and read paths run once before anything is timed: ``deltas`` of a stream
-    of another seed in ``tenant`` (half imported, half written raw and through ``write_many``, then
-    some reads), removed again."""
-    stream = Stream(seed=seed + 1, final_size=deltas, tenant=tenant)
-    stream.take(deltas)
+def _warm_round(graph: Any, stream: Stream, deltas: int, tenant: str) -> None:
+    """The server's write and read paths run once before anything is timed: the first ``deltas``
+    of ``stream`` (another seed's, in ``tenant``: half imported, half written raw and through
+    ``write_many``, then some reads), removed again."""
     half = deltas // 2
     try:
         _record_episodes(graph, stream)
@@ -1033,8 +1033,9 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 bulk_s = time.perf_counter() - t0
                 rejected = len(imported.rejected)
                 del imported
+            bulk_floor = cpu_floor(bulk_cpu)
             log(f"  bulk import {size - w:,} in {bulk_s:.1f}s ({(size - w) / bulk_s:,.0f} facts/s); "
-                f"{_cpu_words(bulk_cpu)}; {_import_floor_words(bulk_cpu, size - w)}")
+                f"{_cpu_words(bulk_cpu)}; {_import_floor_words(bulk_floor, size - w)}")
 
             retries.take()
             recent = list(stream.deltas(size - w, size))
@@ -1046,8 +1047,9 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 t0 = time.perf_counter()
                 batch = graph.write_many(recent)
                 write_s = time.perf_counter() - t0
+            write_floor = cpu_floor(write_cpu)
             log(f"  write_many {w:,} in {write_s:.1f}s (raw {raw_s:.1f}s); {_cpu_words(write_cpu)}; "
-                f"{_floor_words(write_cpu, raw_s)}")
+                f"{_floor_words(write_floor, raw_s)}")
             write_tenant_cleanup(graph, raw_tenant)
             rejected += len(batch.rejected)
             outcomes = dict(sorted(Counter(r.outcome for r in batch.results).items()))
@@ -1066,13 +1068,13 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, *, seed: int = 7, window: int = WI
                 "bulk_import": {"deltas": size - w, "seconds": round(bulk_s, 3),
                                 "facts_per_s": round((size - w) / bulk_s, 1),
                                 "episodes_seconds": round(episodes_s, 3), "cpu": bulk_cpu,
-                                "cpu_floor_s": cpu_floor(bulk_cpu),
+                                "cpu_floor_s": bulk_floor,
                                 "clear_previous_seconds": round(clear_s, 3)},
                 "writes": {"sgam_facts_per_s": round(w / write_s, 1), "raw_facts_per_s": round(w / raw_s, 1),
                            "sgam_seconds": round(write_s, 3), "raw_seconds": round(raw_s, 3),
                            "ratio": round(write_s / raw_s, 3),
                            "cpu": {"sgam": write_cpu, "raw": raw_cpu, "cores": CORES,
-                                   "sgam_floor_s": cpu_floor(write_cpu)},
+                                   "sgam_floor_s": write_floor},
                            "outcomes": outcomes,
                            "rejected": rejected, "driver_retries": retries.take()},
                 "lookups": lookup,
@@ -1217,18 +1219,19 @@ def cpu_floor(cpu: dict[str, Any], cores: int = CORES) -> float | None:
     return round(max(python, (python + server) / cores), 3)
 
 
-def _floor_words(cpu: dict[str, Any], raw_s: float) -> str:
-    floor = cpu_floor(cpu)
+_FLOOR_UNKNOWN = "its floor not known (the server is not a local process)"
+
+
+def _floor_words(floor: float | None, raw_s: float) -> str:
     if floor is None:
-        return "its floor not known (the server is not a local process)"
+        return _FLOOR_UNKNOWN
     return (f"on {CORES} cores that CPU takes at least {floor:,.1f} s, {floor / max(raw_s, 1e-3):.2f}x "
             "the raw write's wall")
 
 
-def _import_floor_words(cpu: dict[str, Any], deltas: int) -> str:
-    floor = cpu_floor(cpu)
+def _import_floor_words(floor: float | None, deltas: int) -> str:
     if floor is None:
-        return "its floor not known (the server is not a local process)"
+        return _FLOOR_UNKNOWN
     return f"on {CORES} cores that CPU allows at most {deltas / max(floor, 1e-3):,.0f} facts/s"
 
 
@@ -1275,10 +1278,10 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{row['stored']['fact_rows']:,} | {store} | {row['neo4j_heap'].get('heap_used_mb')} | "
                      f"{row['python']['rss_mb']} | {_sgam_mb(row)} | {bad} | {search} | {ratio} |")
     lines += [""] + [f"Bulk import at {r['size']:,}: {_cpu_words(r['bulk_import']['cpu'])}; "
-                     f"{_import_floor_words(r['bulk_import']['cpu'], r['bulk_import']['deltas'])}."
+                     f"{_import_floor_words(r['bulk_import'].get('cpu_floor_s'), r['bulk_import']['deltas'])}."
                      for r in result["sizes"] if "cpu" in r["bulk_import"]]
     lines += [""] + [f"`write_many` at {r['size']:,}: {_cpu_words(r['writes']['cpu']['sgam'])}; "
-                     f"{_floor_words(r['writes']['cpu']['sgam'], r['writes']['raw_seconds'])}. "
+                     f"{_floor_words(r['writes']['cpu'].get('sgam_floor_s'), r['writes']['raw_seconds'])}. "
                      f"The raw write: {_cpu_words(r['writes']['cpu']['raw'])}."
                      for r in result["sizes"] if "cpu" in r["writes"]]
     skipped = [f"{r['size']:,}: {r['graphiti']['skipped']}" for r in result["sizes"] if "skipped" in r["graphiti"]]
