@@ -59,10 +59,27 @@ class Statement:
     unmigrated: str | None = None
 
     def sent(self) -> tuple[str, dict[str, Any]]:
-        """The query and the parameters as the server receives them (lists and maps as
-        :class:`UnloggedList` / :class:`UnloggedMap`)."""
+        """The query and the parameters as the server receives them (the query as
+        :class:`UnloggedQuery`, lists and maps as :class:`UnloggedList` / :class:`UnloggedMap`)."""
         params = {ARGS: self.params} if self.packed else self.params
-        return self.query, {key: _unlogged(value) for key, value in params.items()}
+        return UnloggedQuery(self.query), {key: _unlogged(value) for key, value in params.items()}
+
+
+class UnloggedQuery(str):
+    """A query text whose ``repr`` is its first line, cut short, and its length.
+
+    The driver (6.4) formats each statement's query with ``repr`` for its debug log on every run,
+    whether the log is on or not: about 9 us for ``current``'s 2,500 characters, 1-2% of a read's
+    wall time here, and more for the write path's longer statements. Sent exactly as the text."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return self  # the driver takes str(query) before it logs: it keeps this type
+
+    def __repr__(self) -> str:
+        head = self[:60].split("\n", 1)[0]
+        return f"<query of {len(self)} characters: {head}...>"
 
 
 class UnloggedList(list[Any]):

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgam import Episode, MemoryDelta, MemoryGraph
-from sgam.graph.steps import Statement, UnloggedList, UnloggedMap
+from sgam.graph.steps import Statement, UnloggedList, UnloggedMap, UnloggedQuery
 
 AT = datetime(2025, 3, 1, tzinfo=timezone.utc)
 # (attribute, subject type, value, the Cypher type it is stored as); default.yaml
@@ -153,3 +153,21 @@ def test_parameters_are_sent_whole_but_not_spelled_out_in_the_debug_log(
     assert [(r["v"], r["k"]) for r in records] == [(secret, secret)] * 3
     sent = [m for m in caplog.messages if "C: RUN" in m]
     assert sent and not any(secret in m for m in sent)
+
+
+def test_a_query_is_sent_whole_but_its_debug_log_line_names_its_head(
+        graph: MemoryGraph, caplog: pytest.LogCaptureFixture) -> None:
+    """The driver formats each RUN for its debug log on every call (log on or off): the text's
+    ``repr`` is its first line and its length, and the server still gets every character."""
+    tail = "// " + "é-long-comment " * 200
+    text = "RETURN $x AS x, 'ünïcode' AS y\n" + tail + "\n"
+    query, params = Statement(text, {"x": 7}).sent()
+    assert isinstance(query, UnloggedQuery) and query == text
+    assert repr(query) == f"<query of {len(text)} characters: RETURN $x AS x, 'ünïcode' AS y...>"
+    with caplog.at_level(logging.DEBUG, logger="neo4j"):
+        read = graph.store.read(text, {"x": 7})
+        written = graph.store.run_write(text, {"x": 8})
+    assert read == [{"x": 7, "y": "ünïcode"}] and written == [{"x": 8, "y": "ünïcode"}]
+    sent = [m for m in caplog.messages if "C: RUN" in m]
+    assert len(sent) >= 2 and all("long-comment" not in m for m in sent)
+    assert all(f"<query of {len(text)} characters: RETURN $x AS x" in m for m in sent)
