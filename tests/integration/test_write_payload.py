@@ -1,7 +1,7 @@
 """What the write path sends, against the real Neo4j: a fact's date or datetime value goes as ISO
 text and is stored typed (on the fact and its value node), by every path that creates facts; so
-does an episode's ``occurred_at``; a statement's parameters are sent whole but never spelled out
-in the driver's debug log."""
+does an episode's ``occurred_at``; a statement's parameters and its text are sent whole but never
+spelled out in the driver's debug log."""
 
 from __future__ import annotations
 
@@ -171,3 +171,19 @@ def test_a_query_is_sent_whole_but_its_debug_log_line_names_its_head(
     sent = [m for m in caplog.messages if "C: RUN" in m]
     assert len(sent) >= 2 and all("long-comment" not in m for m in sent)
     assert all(f"<query of {len(text)} characters: RETURN $x AS x" in m for m in sent)
+
+
+def _cypher_literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(st.characters(exclude_categories=("Cs",)), max_size=300))
+def test_any_query_text_reaches_the_server_as_written(graph: MemoryGraph, text: str) -> None:
+    """Whatever the text holds (quotes, backslashes, newlines, any script), the server parses the
+    very characters written: a string literal of them comes back equal."""
+    query = Statement(f"RETURN {_cypher_literal(text)} AS echoed").sent()[0]
+    assert isinstance(query, UnloggedQuery) and str(query) == query
+    assert repr(query).startswith(f"<query of {len(query)} characters: ")
+    [row] = graph.store.read(query, {})
+    assert row["echoed"] == text
