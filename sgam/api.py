@@ -113,14 +113,17 @@ RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episo
 # driver decodes every column sent: a typed instant takes it about 0.1 ms, a path every property
 # of its nodes and hops), and, when there are no rows, KNOWN's answer with them. As a second
 # statement KNOWN was a second round trip, and as_of, asked before a slot's first version, answers
-# nothing at about half the instants the scale benchmark asks. Slots: the named query, the
-# columns (``name: name, ...``), KNOWN.
-ANSWERED = """CALL () {
+# nothing at about half the instants the scale benchmark asks. The rows stream as the query makes
+# them (an OPTIONAL CALL: one row of nulls when it makes none, and only then is KNOWN asked), not
+# collected into one list: ``current`` 2-3% faster (sgam/bench/README.md, "Session 31"). The first
+# column is never null in a row of the query. Slots: the named query, the columns, the first
+# column (twice), KNOWN, the columns.
+ANSWERED = """OPTIONAL CALL () {
 %s
 }
-WITH collect({%s}) AS rows
-OPTIONAL CALL (rows) { WITH rows WHERE rows = [] %s }
-RETURN rows, tenant, missing, merged
+WITH %s
+OPTIONAL CALL (%s) { WITH %s WHERE %s IS NULL %s }
+RETURN %s, tenant, missing, merged
 """
 # Named queries whose empty answer is the expected one for a subject that is gone.
 ABSENCE_QUERIES = frozenset({"residue"})
@@ -165,7 +168,16 @@ class TraversalPath:
 
 @functools.lru_cache(maxsize=None)
 def _answered_text(query: str, columns: tuple[str, ...]) -> str:
-    return ANSWERED % (query, ", ".join(f"{c}: {c}" for c in columns), packed(KNOWN, ("tenant", "subjects")))
+    named, first = ", ".join(columns), columns[0]
+    return ANSWERED % (query, named, first, first, first, packed(KNOWN, ("tenant", "subjects")), named)
+
+
+def _answered_rows(records: Records, columns: tuple[str, ...]) -> tuple[list[dict[str, Any]], Records]:
+    """The rows of an :data:`ANSWERED` statement's records (only ``columns``), and the records
+    KNOWN answered in when there are none (one, with nulls for the columns)."""
+    first = columns[0]
+    rows = [{c: record[c] for c in columns} for record in records if record[first] is not None]
+    return rows, ([] if rows else records)
 
 
 def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any]) -> Statement:
@@ -442,10 +454,11 @@ class _Queries:
             if unread:
                 self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
             if columns is not None and check:
-                [row] = yield _answered(query, columns, {**bound, "subjects": subjects})
-                if not row["rows"]:
-                    self._require_known(bound["tenant"], [row])
-                return row["rows"]  # type: ignore[no-any-return]
+                rows, unanswered = _answered_rows((yield _answered(query, columns, {**bound, "subjects": subjects})),
+                                                  columns)
+                if unanswered:
+                    self._require_known(bound["tenant"], unanswered)
+                return rows
             records = yield query.statement(bound)
             if not records and check:
                 self._require_known(bound["tenant"], (yield Statement(KNOWN, {"tenant": bound["tenant"],
