@@ -115,9 +115,9 @@ RETURN EXISTS { MATCH (:Entity {tenant_id: $tenant}) } OR EXISTS { MATCH (:Episo
 # statement KNOWN was a second round trip, and as_of, asked before a slot's first version, answers
 # nothing at about half the instants the scale benchmark asks. The rows stream as the query makes
 # them (an OPTIONAL CALL: one row of nulls when it makes none, and only then is KNOWN asked), not
-# collected into one list: ``current`` 2-3% faster (sgam/bench/README.md, "Session 31"). The first
-# column is never null in a row of the query. Slots: the named query, the columns, the first
-# column (twice), KNOWN, the columns.
+# collected into one list: ``current`` about 2% faster, ``as_of`` 1.5% (sgam/bench/README.md,
+# "Session 31"). The first column is never null in a row of the query. Slots: the named query,
+# the columns, the first column (three times), KNOWN, the columns.
 ANSWERED = """OPTIONAL CALL () {
 %s
 }
