@@ -939,15 +939,16 @@ def _warm_up(graph: Any, seed: int, deltas: int, tenant: str) -> list[float]:
     rounds: list[float] = []
     while len(rounds) < WARM_UP_ROUNDS and (len(rounds) < 2 or rounds[-1] < WARM_UP_SETTLED * rounds[-2]):
         t0 = time.perf_counter()
-        _warm_round(graph, stream, deltas, tenant)
+        _warm_round(graph, stream, tenant)
         rounds.append(time.perf_counter() - t0)
     return rounds
 
 
-def _warm_round(graph: Any, stream: Stream, deltas: int, tenant: str) -> None:
-    """The server's write and read paths run once before anything is timed: the first ``deltas``
-    of ``stream`` (another seed's, in ``tenant``: half imported, half written raw and through
+def _warm_round(graph: Any, stream: Stream, tenant: str) -> None:
+    """The server's write and read paths run once before anything is timed: the deltas taken from
+    ``stream`` (another seed's, in ``tenant``: half imported, half written raw and through
     ``write_many``, then some reads), removed again."""
+    deltas = len(stream)
     half = deltas // 2
     try:
         _record_episodes(graph, stream)
