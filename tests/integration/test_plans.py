@@ -1,8 +1,8 @@
 """Statements plan as index seeks where an index reaches what they read.
 
 The write path's keyed lookups and the reads that start from one subject seek (the first test
-below); no statement scans every tenant's
-nodes unless it must (the last test, with the list of those that must and why).
+below); no statement scans every tenant's nodes unless it must (the last test, with the list of
+those that must and why).
 
 A statement that looks up one node per row by its key (``UNWIND $ids AS id MATCH (x:Episode
 {tenant_id: $tenant, id: id})``) can be planned as a scan of the whole index per row: the planner
