@@ -125,6 +125,9 @@ WITH %s
 OPTIONAL CALL (%s) { WITH %s WHERE %s IS NULL %s }
 RETURN %s, tenant, missing, merged
 """
+# Reads of one instant (valid and transaction time): for one single-valued attribute and
+# confirmed facts, at most one fact answers, so their lean form stops at the first (_checked).
+SINGLE_READS = frozenset({"current", "as-of"})
 # Named queries whose empty answer is the expected one for a subject that is gone.
 ABSENCE_QUERIES = frozenset({"residue"})
 # Asked only for attribute names this graph's schema does not know: the names no schema migration
@@ -180,10 +183,12 @@ def _answered_rows(records: Records, columns: tuple[str, ...]) -> tuple[list[dic
     return rows, ([] if rows else records)
 
 
-def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any]) -> Statement:
+def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any], single: bool = False) -> Statement:
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``), and
-    without the migration aliases for a store that knows no migration's dual read is in force."""
-    unmigrated = _answered_text(query.packed_for(args, aliases=False), columns) if query.reads_aliases else None
+    without the migration aliases for a store that knows no migration's dual read is in force;
+    that form stops at its first row when ``single`` (``NamedQuery.packed_for``)."""
+    unmigrated = (_answered_text(query.packed_for(args, aliases=False, single=single), columns)
+                  if query.reads_aliases else None)
     return Statement(_answered_text(query.packed_for(args), columns), query.sendable(args), packed=True,
                      unmigrated=unmigrated)
 
@@ -422,6 +427,13 @@ class _Queries:
             self._tenant(params["tenant"])
         return query, query.bind(params)
 
+    def _single_valued(self, name: Any) -> bool:
+        """Whether ``name`` is a single-valued attribute of this graph's schema: its confirmed
+        facts believed at one transaction instant never overlap in valid time (the write path
+        closes the old value when a new one starts), so a read of one instant finds at most one."""
+        spec = self.schema.attributes.get(name) if isinstance(name, str) else None
+        return spec is not None and spec.cardinality is Cardinality.ONE
+
     def _unread(self, names: Any) -> list[str]:
         """The attribute names among ``names`` (one, a list, or None) that this graph's schema
         does not read; they are then looked up in the stored migrations (:data:`UNALIASED`)."""
@@ -449,13 +461,14 @@ class _Queries:
         subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
         check = name not in ABSENCE_QUERIES and isinstance(bound.get("tenant"), str)
         unread = self._unread(bound.get("attribute")) + self._unread(bound.get("relations"))
+        single = name in SINGLE_READS and bound.get("statuses") is None and self._single_valued(bound.get("attribute"))
 
         def steps() -> Generator[Statement, Records, Records]:
             if unread:
                 self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
             if columns is not None and check:
-                rows, unanswered = _answered_rows((yield _answered(query, columns, {**bound, "subjects": subjects})),
-                                                  columns)
+                rows, unanswered = _answered_rows(
+                    (yield _answered(query, columns, {**bound, "subjects": subjects}, single)), columns)
                 if unanswered:
                     self._require_known(bound["tenant"], unanswered)
                 return rows
