@@ -488,12 +488,13 @@ class _Queries:
         query = get_query(name)
         bound = [self._bound(name, params)[1] for params in reads]
         unread = list(dict.fromkeys(n for b in bound for n in self._unread(b.get("attribute"))))
-        text = _batched_text(query.packed_text, columns)
+        text, unmigrated = self._batched(name, query, bound, columns)
 
         def steps() -> Generator[Statement, Records, list[Any]]:
             if unread:
                 self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
-            found = yield Statement(text, {"batch": [query.sendable({**b, "subjects": [b["subject"]]}) for b in bound]})
+            found = yield Statement(text, {"batch": [query.sendable({**b, "subjects": [b["subject"]]}) for b in bound]},
+                                    unmigrated=unmigrated)
             answers: list[Any] = [None] * len(bound)
             for row in found:
                 answers[row["i"]] = row["rows"]
@@ -505,6 +506,24 @@ class _Queries:
             return answers
 
         return steps
+
+    def _batched(self, name: str, query: NamedQuery, bound: list[dict[str, Any]],
+                 columns: tuple[str, ...]) -> tuple[str, str | None]:
+        """:data:`BATCHED`'s text for the reads ``bound``, and its form without the migration
+        aliases (``None`` for a query without them). When the reads agree on which of the query's
+        tested parameters are null (``current_many`` and the service's coalesced reads share all
+        but the subject), the texts are decided for them as a read alone is (``packed_for``), and the
+        lean form stops at each read's first fact when every read is of one single-valued attribute,
+        confirmed facts only (:meth:`_checked`)."""
+        decided = {frozenset(n for n in query.null_tests if b.get(n) is None) for b in bound}
+        if len(decided) != 1:
+            return _batched_text(query.packed_text, columns), None
+        first = bound[0]
+        single = name in SINGLE_READS and all(
+            b.get("statuses") is None and self._single_valued(b.get("attribute")) for b in bound)
+        lean = (_batched_text(query.packed_for(first, aliases=False, single=single), columns)
+                if query.reads_aliases else None)
+        return _batched_text(query.packed_for(first), columns), lean
 
     def _many(self, tenant: str, subjects: Sequence[str], attribute: str | None, principal: str | None,
               include_candidates: bool, memory_types: Any, errors: str) -> list[dict[str, Any]]:

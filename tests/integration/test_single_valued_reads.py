@@ -1,10 +1,10 @@
 """Reads of one single-valued attribute stop at the first fact that answers (a real Neo4j).
 
-``current`` and ``as_of`` of one single-valued attribute, confirmed facts only, are sent with
-``LIMIT 1`` in place of their closing order (``NamedQuery.packed_for(single=True)``): the
-temporal model believes at most one value of such an attribute at any valid instant for any
-transaction instant, so the server may stop at the first fact it finds instead of reading every
-fact of the subject. These tests hold the fast form to the query as written (``graph.query``
+``current``, ``current_many`` and ``as_of`` of one single-valued attribute, confirmed facts
+only, are sent with ``LIMIT 1`` in place of their closing order
+(``NamedQuery.packed_for(single=True)``): the temporal model believes at most one value of such
+an attribute at any valid instant for any transaction instant, so the server may stop at the
+first fact it finds instead of reading every fact of the subject. These tests hold the fast form to the query as written (``graph.query``
 sends it with its order and no limit) over random histories, check the property the fast form
 rests on (the query as written never finds two facts of a single-valued attribute), and pin down
 which reads take it.
@@ -70,6 +70,8 @@ def test_single_valued_reads_answer_as_the_query_as_written(graph: MemoryGraph, 
                 written = graph.query("current", tenant=tenant, subject=SUBJECT, attribute=attribute,
                                       principal=reader)
                 assert _ids(graph.current(tenant, SUBJECT, attribute, principal=reader)) == _ids(written)
+                many = graph.current_many(tenant, [SUBJECT, "nobody"], attribute, principal=reader, errors="return")
+                assert _ids(many[SUBJECT]) == _ids(written)
                 if attribute in SINGLE:
                     assert len(written) <= 1, written
                 for day in range(7):
@@ -116,6 +118,10 @@ def test_only_reads_of_one_single_valued_attribute_stop_at_the_first_fact(
         "current with candidates": (lambda: graph.current(tenant, SUBJECT, "address", include_candidates=True), False),
         "as_of with candidates": (lambda: graph.as_of(tenant, SUBJECT, "address", valid_at=valid_at,
                                                       include_candidates=True), False),
+        "current_many, single-valued": (lambda: graph.current_many(tenant, [SUBJECT], "address"), True),
+        "current_many, set-valued": (lambda: graph.current_many(tenant, [SUBJECT], "holds"), False),
+        "current_many with candidates": (lambda: graph.current_many(tenant, [SUBJECT], "address",
+                                                                    include_candidates=True), False),
         "history": (lambda: graph.history(tenant, SUBJECT, "address"), False),
     }
     for name, (read, limited) in reads.items():
