@@ -183,7 +183,8 @@ def _answered_rows(records: Records, columns: tuple[str, ...]) -> tuple[list[dic
     return rows, ([] if rows else records)
 
 
-def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any], single: bool = False) -> Statement:
+def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any],
+              single: bool = False) -> Statement:
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``), and
     without the migration aliases for a store that knows no migration's dual read is in force;
     that form stops at its first row when ``single`` (``NamedQuery.packed_for``)."""
@@ -461,7 +462,8 @@ class _Queries:
         subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
         check = name not in ABSENCE_QUERIES and isinstance(bound.get("tenant"), str)
         unread = self._unread(bound.get("attribute")) + self._unread(bound.get("relations"))
-        single = name in SINGLE_READS and bound.get("statuses") is None and self._single_valued(bound.get("attribute"))
+        single = (name in SINGLE_READS and bound.get("statuses") is None
+                  and self._single_valued(bound.get("attribute")))
 
         def steps() -> Generator[Statement, Records, Records]:
             if unread:
@@ -512,9 +514,9 @@ class _Queries:
         """:data:`BATCHED`'s text for the reads ``bound``, and its form without the migration
         aliases (``None`` for a query without them). When the reads agree on which of the query's
         tested parameters are null (``current_many`` and the service's coalesced reads share all
-        but the subject), the texts are decided for them as a read alone is (``packed_for``), and the
-        lean form stops at each read's first fact when every read is of one single-valued attribute,
-        confirmed facts only (:meth:`_checked`)."""
+        but the subject), both are decided for them as a read alone is (``packed_for``), and the
+        lean form stops at each read's first fact when every read is of one single-valued
+        attribute, confirmed facts only (:meth:`_checked`)."""
         decided = {frozenset(n for n in query.null_tests if b.get(n) is None) for b in bound}
         if len(decided) != 1:
             return _batched_text(query.packed_text, columns), None

@@ -4,10 +4,10 @@
 only, are sent with ``LIMIT 1`` in place of their closing order
 (``NamedQuery.packed_for(single=True)``): the temporal model believes at most one value of such
 an attribute at any valid instant for any transaction instant, so the server may stop at the
-first fact it finds instead of reading every fact of the subject. These tests hold the fast form to the query as written (``graph.query``
-sends it with its order and no limit) over random histories, check the property the fast form
-rests on (the query as written never finds two facts of a single-valued attribute), and pin down
-which reads take it.
+first fact it finds instead of reading every fact of the subject. These tests hold the fast form
+to the query as written (``graph.query`` sends it with its order and no limit) over random
+histories, check the property the fast form rests on (the query as written never finds two facts
+of a single-valued attribute), and pin down which reads take it.
 """
 
 from __future__ import annotations
