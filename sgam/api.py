@@ -428,11 +428,15 @@ class _Queries:
             self._tenant(params["tenant"])
         return query, query.bind(params)
 
-    def _single_valued(self, name: Any) -> bool:
-        """Whether ``name`` is a single-valued attribute of this graph's schema: its confirmed
-        facts believed at one transaction instant never overlap in valid time (the write path
-        closes the old value when a new one starts), so a read of one instant finds at most one."""
-        spec = self.schema.attributes.get(name) if isinstance(name, str) else None
+    def _answers_one(self, name: str, bound: dict[str, Any]) -> bool:
+        """Whether the read ``name`` with ``bound`` finds at most one fact: one of
+        :data:`SINGLE_READS`, confirmed facts only, of one single-valued attribute of this graph's
+        schema (its confirmed facts believed at one transaction instant never overlap in valid
+        time: the write path closes the old value when a new one starts)."""
+        if name not in SINGLE_READS or bound.get("statuses") is not None:
+            return False
+        attribute = bound.get("attribute")
+        spec = self.schema.attributes.get(attribute) if isinstance(attribute, str) else None
         return spec is not None and spec.cardinality is Cardinality.ONE
 
     def _unread(self, names: Any) -> list[str]:
@@ -462,8 +466,7 @@ class _Queries:
         subjects = [subject] if isinstance(subject, str) else list(bound.get("subjects") or [])
         check = name not in ABSENCE_QUERIES and isinstance(bound.get("tenant"), str)
         unread = self._unread(bound.get("attribute")) + self._unread(bound.get("relations"))
-        single = (name in SINGLE_READS and bound.get("statuses") is None
-                  and self._single_valued(bound.get("attribute")))
+        single = self._answers_one(name, bound)
 
         def steps() -> Generator[Statement, Records, Records]:
             if unread:
@@ -521,8 +524,7 @@ class _Queries:
         if len(decided) != 1:
             return _batched_text(query.packed_text, columns), None
         first = bound[0]
-        single = name in SINGLE_READS and all(
-            b.get("statuses") is None and self._single_valued(b.get("attribute")) for b in bound)
+        single = all(self._answers_one(name, b) for b in bound)
         lean = (_batched_text(query.packed_for(first, aliases=False, single=single), columns)
                 if query.reads_aliases else None)
         return _batched_text(query.packed_for(first), columns), lean
