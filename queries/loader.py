@@ -56,6 +56,14 @@ _ALIASED = " OR f.attribute IN aliases"
 # replaces it with ``LIMIT 1`` for a reader that knows at most one row answers.
 _ORDERED = "\nORDER BY attribute, value"
 _FIRST = "\nLIMIT 1"
+# The text's last RETURN (a clause at the start of a line, as every query writes its clauses) and
+# what follows it (ORDER BY, SKIP, LIMIT), which :func:`returning` keeps.
+_LAST_RETURN = re.compile(r"(?:\A|\n)RETURN (?P<items>(?:(?!\nRETURN ).)*?)(?P<tail>\n(?:ORDER BY|SKIP|LIMIT)\b(?:(?!\nRETURN ).)*)?\s*\Z", re.S)
+_RETURN_ITEM = re.compile(r"(?P<expr>.*\S)\s+AS\s+(?P<alias>[A-Za-z_][A-Za-z0-9_]*)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)", re.S)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What makes a RETURN's rows depend on every item it lists: DISTINCT, an aggregation (its other
+# items are the grouping keys), a UNION (each part must return the same columns).
+_GROUPING = re.compile(r"\bDISTINCT\b|\b(?:count|collect|sum|avg|min|max|stDevP?|percentile(?:Cont|Disc))\s*\(", re.I)
 # The columns a reader of facts and of paths uses (every fact query's ``fact`` map; traverse's).
 FACT_COLUMNS = ("fact",)
 PATH_COLUMNS = ("entities", "types", "facts")
@@ -133,7 +141,8 @@ class NamedQuery:
         optional = {p.name for p in self.params if p.optional}
         return frozenset(m.group(2) for m in _NULL_TEST.finditer(self.text)) & optional
 
-    def packed_for(self, bound: dict[str, Any], aliases: bool = True, single: bool = False) -> str:
+    def packed_for(self, bound: dict[str, Any], aliases: bool = True, single: bool = False,
+                   columns: tuple[str, ...] | None = None) -> str:
         """:attr:`packed_text` with each of :attr:`null_tests` replaced by its answer for ``bound``
         (``true`` or ``false``). The server's planner then drops the branches the call cannot
         take (``$attribute IS NULL OR f.attribute = $attribute`` becomes the comparison alone),
@@ -150,13 +159,17 @@ class NamedQuery:
         that closes with :data:`_ORDERED` closes with ``LIMIT 1`` instead, so the server stops at
         the first fact that answers instead of reading every fact of the subject: half the
         database hits of ``current`` on the scale benchmark's 1M tenant, its statement 1.20x ->
-        1.15x the raw lookup (sgam/bench/README.md, "Session 32")."""
+        1.15x the raw lookup (sgam/bench/README.md, "Session 32").
+
+        ``columns``: for a reader that uses only these columns of the answer (a typed read: the
+        ``fact`` map), the last ``RETURN`` computes only them and those its ``ORDER BY`` names
+        (:func:`returning`); the server projects every column it is asked for, read or not."""
         tested = self.null_tests
         lean = not aliases and self.reads_aliases
         first = single and self.stops_early
-        if not tested and not lean and not first:
+        if not tested and not lean and not first and columns is None:
             return self.packed_text
-        return self._folded(frozenset(name for name in tested if bound.get(name) is None), lean, first)
+        return self._folded(frozenset(name for name in tested if bound.get(name) is None), lean, first, columns)
 
     @cached_property
     def stops_early(self) -> bool:
@@ -186,7 +199,8 @@ class NamedQuery:
         return hash((self.name, self.path, self.text))
 
     @lru_cache(maxsize=None)  # noqa: B019  (queries are loaded once and live as long as the process)
-    def _folded(self, nulls: frozenset[str], lean: bool = False, first: bool = False) -> str:
+    def _folded(self, nulls: frozenset[str], lean: bool = False, first: bool = False,
+                columns: tuple[str, ...] | None = None) -> str:
         tested = self.null_tests
 
         def answer(m: re.Match[str]) -> str:
@@ -198,6 +212,8 @@ class NamedQuery:
         text = _ALIASES.sub("", self.text, count=1).replace(_ALIASED, "", 1) if lean else self.text
         if first:
             text = text.rstrip().removesuffix(_ORDERED) + _FIRST
+        if columns is not None:
+            text = returning(text, columns)
         return self._packed(_NULL_TEST.sub(answer, text))
 
     def sendable(self, bound: dict[str, Any]) -> dict[str, Any]:
@@ -220,7 +236,7 @@ class NamedQuery:
         (:class:`~sgam.graph.steps.Statement`), one for each combination of its decided null tests
         (:meth:`packed_for`). Browser and the printed examples keep the flat
         ``$name`` form of :attr:`text`. ``columns``: only these come back (:func:`projected`)."""
-        text = self.packed_for(bound)
+        text = self.packed_for(bound, columns=columns)
         return Statement(text if columns is None else projected(text, columns), self.sendable(bound), packed=True)
 
     def example_params(self) -> list[tuple[str, str]]:
@@ -288,6 +304,50 @@ def _convert(query: str, param: QueryParam, value: Any) -> Any:
         raise InvalidDelta(
             f"query {query!r}: parameter {param.name!r} must be {param.kind} ({param.doc}); got {value!r}: {exc}"
         ) from None
+
+
+def returning(text: str, columns: tuple[str, ...]) -> str:
+    """``text`` whose last ``RETURN`` keeps only the items named in ``columns`` or in the
+    ``ORDER BY`` after it (in their order); ``text`` itself when that clause is not a plain list
+    of ``expression AS name`` (or ``name``) items or does not return every one of ``columns``."""
+    found = _LAST_RETURN.search(text)
+    if found is None or _GROUPING.search(found.group("items")) or re.search(r"\bUNION\b", text, re.I):
+        return text
+    tail = (found.group("tail") or "").rstrip()
+    wanted = set(columns) | set(_NAME.findall(tail))
+    kept: list[str] = []
+    named: set[str] = set()
+    for item in _top_level(found.group("items"), ","):
+        parts = _RETURN_ITEM.fullmatch(item.strip())
+        if parts is None:
+            return text
+        alias = parts.group("alias") or parts.group("name")
+        named.add(alias)
+        if alias in wanted:
+            kept.append(item.strip())
+    if not set(columns) <= named or len(kept) == len(named):
+        return text
+    return f"{text[:found.start('items')]}{', '.join(kept)}{tail}\n"
+
+
+def _top_level(text: str, separator: str) -> list[str]:
+    """``text`` split at each ``separator`` outside brackets, braces, parentheses and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(text):
+        if quote:
+            if char == quote and text[i - 1] != "\\":
+                quote = ""
+        elif char in "'\"`":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts if depth == 0 and not quote else [text]
 
 
 @lru_cache(maxsize=None)

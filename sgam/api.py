@@ -188,10 +188,10 @@ def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any],
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``), and
     without the migration aliases for a store that knows no migration's dual read is in force;
     that form stops at its first row when ``single`` (``NamedQuery.packed_for``)."""
-    unmigrated = (_answered_text(query.packed_for(args, aliases=False, single=single), columns)
+    unmigrated = (_answered_text(query.packed_for(args, aliases=False, single=single, columns=columns), columns)
                   if query.reads_aliases else None)
-    return Statement(_answered_text(query.packed_for(args), columns), query.sendable(args), packed=True,
-                     unmigrated=unmigrated)
+    return Statement(_answered_text(query.packed_for(args, columns=columns), columns), query.sendable(args),
+                     packed=True, unmigrated=unmigrated)
 
 
 # Many reads of one named query as one statement (current_many; the service's coalesced reads):
@@ -525,9 +525,9 @@ class _Queries:
             return _batched_text(query.packed_text, columns), None
         first = bound[0]
         single = all(self._answers_one(name, b) for b in bound)
-        lean = (_batched_text(query.packed_for(first, aliases=False, single=single), columns)
+        lean = (_batched_text(query.packed_for(first, aliases=False, single=single, columns=columns), columns)
                 if query.reads_aliases else None)
-        return _batched_text(query.packed_for(first), columns), lean
+        return _batched_text(query.packed_for(first, columns=columns), columns), lean
 
     def _many(self, tenant: str, subjects: Sequence[str], attribute: str | None, principal: str | None,
               include_candidates: bool, memory_types: Any, errors: str) -> list[dict[str, Any]]:
