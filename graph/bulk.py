@@ -57,6 +57,7 @@ DEFAULT_CHUNK = 5_000
 ON_UNFINISHED = ("resume", "undo")
 OnUnfinished = Literal["resume", "undo"]
 T = TypeVar("T")
+P = TypeVar("P")
 
 # The outcome of a delta that the interrupted run a resumed import continues had already written
 # (its own outcome was not kept; the run's tallies are in ``ImportResult.earlier``).
@@ -356,15 +357,15 @@ def _pack(subjects: array[int], subject_order: array[int], entity_count: int,
 
 
 def _ready(deltas: Sequence[MemoryDelta], chunk: array[int], schema: Schema,
-           plan: Callable[[list[Prepared]], Planned | None] | None) -> tuple[list[Prepared], Planned | None]:
+           plan: Callable[[list[Prepared]], P] | None) -> tuple[list[Prepared], P | None]:
     ready = prepare_all(deltas, chunk, schema)
     return ready, None if plan is None else plan(ready)
 
 
 def prepared_ahead(deltas: Sequence[MemoryDelta], chunks: Iterable[array[int]], schema: Schema,
-                   plan: Callable[[list[Prepared]], Planned | None] | None = None,
-                   ) -> Iterator[tuple[array[int], list[Prepared], Planned | None]]:
-    """Each chunk with its :func:`prepare_all` and, given ``plan``, its plan (``writes.plan_ahead``),
+                   plan: Callable[[list[Prepared]], P] | None = None,
+                   ) -> Iterator[tuple[array[int], list[Prepared], P | None]]:
+    """Each chunk with its :func:`prepare_all` and, given ``plan``, its plan (:class:`Ahead`),
     the next one prepared and planned in a worker thread while the caller writes this one.
 
     Reading the deltas and the schema checks are a quarter of an import's Python time, reconciling
@@ -423,20 +424,42 @@ class RunTakenOver(Conflict):
 ChunkSteps = Generator[Statement, Records, tuple[BatchResult, dict[str, int]]]
 
 
+@dataclass
+class Ahead:
+    """What a chunk's transaction sends, made before it (in :func:`prepared_ahead`'s worker, while
+    the chunk before is written): its plan (``writes.plan_ahead``; ``None`` once used, or when a
+    delta is refused), and its relation targets and ``MENTIONS`` links by episode, which depend on
+    its deltas alone. The transaction then mostly waits on the server."""
+
+    planned: Planned | None
+    targets: list[dict[str, str]]
+    links: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, ready: Sequence[Prepared], planned: Planned | None = None) -> Ahead:
+        return cls(planned, [{"tenant_id": t, "id": i, "type": kind}
+                             for (t, i), kind in sorted(stated_targets(ready).items())],
+                   _by_episode(mentions_of(ready)))
+
+    def take_plan(self) -> Planned | None:
+        """The plan, once: a retried transaction plans again (the plan is changed as it is used)."""
+        planned, self.planned = self.planned, None
+        return planned
+
+
 def chunk_steps(ready: Sequence[Prepared], schema: Schema, clock: Callable[[], datetime],
                 step: RunStep, max_future: timedelta = DEFAULT_MAX_FUTURE,
-                planned: Planned | None = None) -> ChunkSteps:
+                ahead: Ahead | None = None) -> ChunkSteps:
     """One chunk's transaction: the ordinary write (its checks done by :func:`check_steps`; with
-    ``planned``, its plan made ahead: ``writes.plan_ahead``), the chunk's ``MENTIONS`` links, and
-    the run's advance past it (so a committed chunk is recorded). Returns the batch and the run's
-    outcome tallies after it."""
+    ``ahead``, its plan and its links made ahead), the chunk's ``MENTIONS`` links, and the run's
+    advance past it (so a committed chunk is recorded). Returns the batch and the run's outcome
+    tallies after it."""
+    ahead = ahead or Ahead.of(ready)
     batch = yield from write_steps(ready, (), schema, clock, True, checked=True, mentions=False,
-                                   max_future=max_future, planned=planned)
-    targets = stated_targets(ready)
-    if targets:
-        yield Statement(MERGE_TARGETS, {"now": clock(), "targets": [
-            {"tenant_id": t, "id": i, "type": kind} for (t, i), kind in sorted(targets.items())]})
-    links = _by_episode(mentions_of(ready))
+                                   max_future=max_future, planned=ahead.take_plan())
+    if ahead.targets:
+        yield Statement(MERGE_TARGETS, {"now": clock(), "targets": ahead.targets})
+    links = ahead.links
     if links:
         yield Statement(MERGE_MENTIONS, {"episodes": links})
     # read after the write's own clock reading, so the run's time is never before its entities'
@@ -715,17 +738,15 @@ def import_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[],
         outcomes.fill((plan.order[i] for i in range(done)), EARLIER)
     earlier = tallies = dict(zip(run["outcome_names"], run["outcome_counts"]))
     try:
-        ahead = prepared_ahead(deltas, plan.chunks(first), schema,
-                               lambda ready: plan_ahead(ready, schema, clock(), max_future))
-        for number, (chunk, ready, planned) in enumerate(ahead, start=first):
+        chunks = prepared_ahead(deltas, plan.chunks(first), schema,
+                                lambda ready: Ahead.of(ready, plan_ahead(ready, schema, clock(), max_future)))
+        for number, (chunk, ready, ahead) in enumerate(chunks, start=first):
             step = RunStep(run["id"], plan.tenants, number, done + len(chunk), tallies)
-            # A retried transaction plans again: the plan made ahead is used (and changed) once.
-            attempt = iter([planned])
             batch, tallies = yield InTx(lambda: chunk_steps(ready, schema, clock, step, max_future,  # noqa: B023
-                                                            next(attempt, None)))  # noqa: B023
+                                                            ahead))  # noqa: B023
             outcomes.record(batch.results)
             done = step.deltas_done
-            del ready, planned
+            del ready, ahead
             if on_progress is not None:
                 on_progress(done, plan.total)
         finished = yield Write(Statement(FINISH_RUN, {"tenants": list(plan.tenants), "run": run["id"],
@@ -743,7 +764,7 @@ def import_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[],
                         tuple(r["id"] for r, _ in decision.undo))
 
 
-__all__ = ["DEFAULT_CHUNK", "EARLIER", "ON_UNFINISHED", "UNDO", "CheckedStream", "Decision", "Fingerprint",
+__all__ = ["DEFAULT_CHUNK", "EARLIER", "ON_UNFINISHED", "UNDO", "Ahead", "CheckedStream", "Decision", "Fingerprint",
            "ImportPlan", "ImportResult", "Outcomes", "RunStep", "RunTakenOver", "check_chunk_size",
            "check_on_unfinished", "check_steps", "chunk_steps", "decide", "import_op", "missing_error",
            "occupied_error", "plan_steps", "prepare_all", "prepared_ahead", "touched_error"]

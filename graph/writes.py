@@ -391,7 +391,7 @@ def write_steps(
         return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
     locked = yield from _lock_and_read(prepared, schema, planned.now if planned else clock(), mentioned,
-                                       targets=not checked)
+                                       targets=not checked, subjects=planned.lock if planned else None)
     locked.node_ids.update(known)
     if planned is not None and not locked.holds_rows():
         # Planned ahead against subjects that held nothing, and they hold nothing: the same plan.
@@ -399,6 +399,7 @@ def write_steps(
         results.extend(planned.results)
         changed = planned.changed
         rows = planned.addressed(locked.subject_ids)
+        restricted: list[dict[str, Any]] | None = planned.restricted
     else:
         # Transaction time is read only now, under the subject locks, and never before a row or
         # statement this transaction read: a writer that waited for a lock cannot stamp its rows
@@ -406,7 +407,8 @@ def write_steps(
         now = max(clock(), locked.latest) if locked.latest is not None else clock()
         planned_here, changed, rows = _plan(prepared, locked, schema, now, atomic, checked, known, max_future)
         results.extend(planned_here)
-    yield from _persist(changed, locked, rows, schema, now, mentions)
+        restricted = None
+    yield from _persist(changed, locked, rows, schema, now, mentions, restricted)
     return BatchResult(tuple(sorted(results, key=lambda r: r.index)))
 
 
@@ -463,6 +465,10 @@ class Planned:
     changed: list[Prepared]
     rows: _Rows
     stand_ins: dict[str, tuple[str, str]]
+    # The lock step's subjects (:func:`_lock_subjects`) and the episodes the batch restricts
+    # (:func:`_private_episodes`): made ahead too, so that the transaction only sends them.
+    lock: tuple[list[dict[str, Any]], set[tuple[str, str]]]
+    restricted: list[dict[str, Any]]
 
     def addressed(self, subject_ids: dict[tuple[str, str], str]) -> _Rows:
         """The rows with each subject's element id in place of its stand-in (once: they are changed in place)."""
@@ -495,7 +501,8 @@ def plan_ahead(prepared: Sequence[Prepared], schema: Schema, now: datetime,
         results, changed, rows = _plan(ready, locked, schema, now, True, True, {}, max_future)
     except SgamError:
         return None
-    return Planned(now, results, changed, rows, stand_ins)
+    return Planned(now, results, changed, rows, stand_ins, _lock_subjects(ready, schema, set(), False),
+                   _private_episodes(changed, schema))
 
 
 def write_op(deltas: Sequence[MemoryDelta], schema: Schema, clock: Callable[[], datetime],
@@ -677,38 +684,19 @@ class _Locked:
 
 
 def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, mentioned: set[tuple[str, str]],
-                   targets: bool = False) -> Generator[Statement, Records, _Locked]:
+                   targets: bool = False,
+                   subjects: tuple[list[dict[str, Any]], set[tuple[str, str]]] | None = None,
+                   ) -> Generator[Statement, Records, _Locked]:
     """Lock the subjects (creating new ones) and read the believed rows of their slots, and the
     already-applied keys of the batch for the ``mentioned`` subjects (the only ones that can see
     a replay). ``targets``: lock the relation targets too (creating new ones), in the same sorted
     pass, so that a batch takes every entity lock it needs in one global order: lanes of
     ``write_many`` deadlocked on the unique-index entry of an entity that one lane had created as
-    a subject and another then merged as a relation target, each holding the other's next one."""
-    subjects: dict[tuple[str, str], dict[str, Any]] = {}
-    for p in prepared:
-        entry = subjects.setdefault(
-            (p.delta.tenant_id, p.delta.subject),
-            {"tenant_id": p.delta.tenant_id, "id": p.delta.subject, "type": p.subject_type,
-             "name": p.delta.subject_name or p.delta.subject, "attributes": [], "types": [],
-             "keys": [], "replay": (p.delta.tenant_id, p.delta.subject) in mentioned},
-        )
-        if p.delta.attribute not in entry["attributes"]:
-            entry["attributes"].append(p.delta.attribute)
-            rel_type = schema.rel_type(p.delta.attribute)
-            if rel_type not in entry["types"]:
-                entry["types"].append(rel_type)
-        entry["keys"].append(p.key)
-    only_targets: set[tuple[str, str]] = set()
-    for p in prepared if targets else ():
-        if p.target_type and p.delta.value is not None:
-            key = (p.delta.tenant_id, entities_of(p)[1])
-            if key not in subjects:
-                only_targets.add(key)
-                subjects[key] = {"tenant_id": key[0], "id": key[1], "type": p.target_type, "name": key[1],
-                                 "attributes": [], "types": [], "keys": [], "replay": False}
-    # Sorted, so that two batches lock shared subjects in the same order.
+    a subject and another then merged as a relation target, each holding the other's next one.
+    ``subjects``: :func:`_lock_subjects` of the same arguments, made ahead (``Planned.lock``)."""
+    locking, only_targets = subjects or _lock_subjects(prepared, schema, mentioned, targets)
     query = lock_and_read_query(schema.fact_types())
-    records = yield Statement(query, {"subjects": [subjects[k] for k in sorted(subjects)], "now": now})
+    records = yield Statement(query, {"subjects": locking, "now": now})
     locked = _Locked()
     wanted: list[str] = []
     latest: list[datetime] = []
@@ -747,6 +735,37 @@ def _lock_and_read(prepared: list[Prepared], schema: Schema, now: datetime, ment
             locked.row_ids[fact.memory_id] = props["_eid"]
             locked.slots.setdefault((fact.tenant_id, fact.subject, fact.attribute), []).append(fact)
     return locked
+
+
+def _lock_subjects(prepared: list[Prepared], schema: Schema, mentioned: set[tuple[str, str]],
+                   targets: bool) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
+    """The lock step's subjects (:func:`_lock_and_read`), one entry each with its attributes,
+    relationship types and keys, sorted; with ``targets`` the relation targets that are no subject
+    too, which are also returned apart."""
+    subjects: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in prepared:
+        entry = subjects.setdefault(
+            (p.delta.tenant_id, p.delta.subject),
+            {"tenant_id": p.delta.tenant_id, "id": p.delta.subject, "type": p.subject_type,
+             "name": p.delta.subject_name or p.delta.subject, "attributes": [], "types": [],
+             "keys": [], "replay": (p.delta.tenant_id, p.delta.subject) in mentioned},
+        )
+        if p.delta.attribute not in entry["attributes"]:
+            entry["attributes"].append(p.delta.attribute)
+            rel_type = schema.rel_type(p.delta.attribute)
+            if rel_type not in entry["types"]:
+                entry["types"].append(rel_type)
+        entry["keys"].append(p.key)
+    only_targets: set[tuple[str, str]] = set()
+    for p in prepared if targets else ():
+        if p.target_type and p.delta.value is not None:
+            key = (p.delta.tenant_id, entities_of(p)[1])
+            if key not in subjects:
+                only_targets.add(key)
+                subjects[key] = {"tenant_id": key[0], "id": key[1], "type": p.target_type, "name": key[1],
+                                 "attributes": [], "types": [], "keys": [], "replay": False}
+    # Sorted, so that two batches lock shared subjects in the same order.
+    return [subjects[k] for k in sorted(subjects)], only_targets
 
 
 @dataclass
@@ -984,10 +1003,12 @@ def _readdressed(result: DeltaResult, stand_ins: dict[str, tuple[str, ...]]) -> 
 
 
 def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Schema,
-             now: datetime, mentions: bool = True) -> Generator[Statement, Records, None]:
+             now: datetime, mentions: bool = True,
+             restricted: list[dict[str, Any]] | None = None) -> Generator[Statement, Records, None]:
     """Step 4, :data:`PERSIST`. A relation fact's target locked in step 2 is addressed by its
     element id; another is merged. The links join each episode to the entities its deltas name,
-    every one of them locked in step 2 (``mentions``, unless the caller links them itself)."""
+    every one of them locked in step 2 (``mentions``, unless the caller links them itself).
+    ``restricted``: :func:`_private_episodes` of ``prepared``, made ahead (``Planned.restricted``)."""
     ids = locked.node_ids
     to_known: list[dict[str, Any]] = []
     to_merge: list[dict[str, Any]] = []
@@ -1016,7 +1037,8 @@ def _persist(prepared: list[Prepared], locked: _Locked, rows: _Rows, schema: Sch
     parts = {"touched_subjects": rows.subjects, "ledgers_ledgers": rows.ledgers, "updates_rows": supported,
              "expired_rows": retired,
              "attributes_rows": rows.attributes, "relations_rows": to_known, "merged_rows": to_merge,
-             "restricted_episodes": _private_episodes(prepared, schema), "mentions_mentions": links,
+             "restricted_episodes": _private_episodes(prepared, schema) if restricted is None else restricted,
+             "mentions_mentions": links,
              "unused_ids": rows.unused}
     if any(parts.values()):
         yield Statement(PERSIST, {**parts, "now": now}, packed=True)

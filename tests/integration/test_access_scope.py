@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from sgam import InvalidDelta, MemoryDelta, MemoryGraph, SchemaViolation, UnknownSubject
@@ -318,3 +318,55 @@ def test_cli_reads_as_a_principal(env: None, graph: MemoryGraph, tenant: str) ->
             assert ("1990-04-01" in result.output) is shown, (args, extra, result.output)
     result = runner.invoke(app, ["query", "current", "-t", tenant, "-s", "ada", "--as", "bob"])
     assert result.exit_code != 0 and "principal 'bob' is not valid" in result.output
+
+
+# A delta of the import test: (subject, attribute, value index, episode index).
+IMPORTED = st.lists(st.tuples(st.sampled_from(CUSTOMERS), st.sampled_from(["nickname", "secret_note", "holds",
+                                                                             "secret_account"]),
+                              st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=12)
+
+
+def _episode_readers(graph: MemoryGraph, tenant: str) -> dict[str, list[str] | None]:
+    rows = graph.store.read("MATCH (ep:Episode {tenant_id: $t}) RETURN ep.id AS id, ep.visible_to AS readers",
+                            {"t": tenant})
+    return {r["id"]: None if r["readers"] is None else sorted(r["readers"]) for r in rows}
+
+
+@settings(max_examples=15, deadline=None, phases=[Phase.explicit, Phase.generate, Phase.target],
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(statements=IMPORTED, chunk_size=st.sampled_from([1, 2, 5000]))
+# The same private value stated again by a later episode, and a shared one beside it.
+@example(statements=[("c1", "secret_note", 0, 0), ("c1", "secret_note", 0, 1), ("c2", "nickname", 0, 1),
+                     ("c2", "secret_account", 1, 1)], chunk_size=5000)
+def test_an_import_restricts_the_episodes_of_private_facts_as_a_write_does(
+        scoped: MemoryGraph, statements: list[tuple[str, str, int, int]], chunk_size: int) -> None:
+    """An episode that states a private fact is read only by the readers every such fact allows,
+    whether its statements came through ``write_many`` or ``import_history`` (whose chunks plan
+    the restriction ahead of their transaction), in chunks of any size."""
+    tenants = [f"imp-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    try:
+        for tenant in tenants:
+            for e in range(4):
+                scoped.record_episode(tenant_id=tenant, id=f"e{e}", content=f"episode {e}",
+                                      occurred_at=EPOCH + timedelta(days=e))
+        def deltas(tenant: str) -> list[MemoryDelta]:
+            return [MemoryDelta(tenant_id=tenant, subject=subject, attribute=attribute,
+                                value=(f"acct-{v}" if attribute in ("holds", "secret_account") else f"v{v}"),
+                                valid_from=EPOCH + timedelta(days=e), source_episode_id=f"e{e}",
+                                asserted_by="tool:test")
+                    for subject, attribute, v, e in statements]
+        written = scoped.write_many(deltas(tenants[0]))
+        imported = scoped.import_history(deltas(tenants[1]), chunk_size=chunk_size)
+        assert [r.outcome for r in imported.results] == [r.outcome for r in written.results]
+        expected = {f"e{e}": None for e in range(4)}
+        for subject, attribute, _, e in statements:   # the rule, from the schema's readers
+            readers = {"secret_note": [f"user:{subject}", "agent:hr"],
+                       "secret_account": [f"user:{subject}"]}.get(attribute)
+            if readers is not None:
+                now = expected[f"e{e}"]
+                expected[f"e{e}"] = sorted(readers if now is None else set(now) & set(readers))
+        assert _episode_readers(scoped, tenants[0]) == expected
+        assert _episode_readers(scoped, tenants[1]) == expected
+    finally:
+        for tenant in tenants:
+            scoped.delete_tenant(tenant)
