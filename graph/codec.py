@@ -55,6 +55,16 @@ def storable(props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | Non
 
 _INSTANT_KEYS = frozenset(INSTANTS)
 _PLAIN = frozenset((str, int, float, bool, list, date))
+_PLAIN_VALUES = frozenset((str, int, float, bool, list, type(None)))
+_TEMPORAL = frozenset(("date", "datetime"))
+_validate_fact = Fact.model_validate
+
+
+def _plain_fact(props: dict[str, Any]) -> bool:
+    """Whether ``props`` need no conversion before :class:`Fact` validates them (the general path
+    would hand them on unchanged): every property a plain value (instants as text, no driver or
+    ``date`` type), and the value not of a date or datetime attribute (text to parse)."""
+    return _PLAIN_VALUES.issuperset(map(type, props.values())) and props.get("value_type") not in _TEMPORAL
 
 
 def _to_native(value: Any) -> Any:
@@ -67,6 +77,9 @@ def fact_from_properties(props: dict[str, Any]) -> Fact:
     Instants may come typed or as ISO strings (the write path and the API queries read them as
     strings, which is much cheaper for the driver); a date or datetime ``value`` likewise.
     """
+    if _plain_fact(props):
+        # The API's reads (instants as text) of a value that is no date: validated as they are.
+        return _validate_fact(props)
     data = {key: value if value is None or type(value) in _PLAIN else _to_native(value)
             for key, value in props.items()}
     value = data.get("value")

@@ -164,12 +164,21 @@ class NamedQuery:
         ``columns``: for a reader that uses only these columns of the answer (a typed read: the
         ``fact`` map), the last ``RETURN`` computes only them and those its ``ORDER BY`` names
         (:func:`returning`); the server projects every column it is asked for, read or not."""
-        tested = self.null_tests
+        return self.decided(self.nulls(bound), aliases, single, columns)
+
+    def nulls(self, bound: dict[str, Any]) -> frozenset[str]:
+        """The parameters of :attr:`null_tests` that are null in ``bound``: with the other
+        arguments of :meth:`packed_for`, what decides its text (see :meth:`decided`)."""
+        return frozenset(name for name in self.null_tests if bound.get(name) is None)
+
+    def decided(self, nulls: frozenset[str], aliases: bool = True, single: bool = False,
+                columns: tuple[str, ...] | None = None) -> str:
+        """:meth:`packed_for` of a call whose null tested parameters are ``nulls`` (:meth:`nulls`)."""
         lean = not aliases and self.reads_aliases
         first = single and self.stops_early
-        if not tested and not lean and not first and columns is None:
+        if not self.null_tests and not lean and not first and columns is None:
             return self.packed_text
-        return self._folded(frozenset(name for name in tested if bound.get(name) is None), lean, first, columns)
+        return self._folded(nulls, lean, first, columns)
 
     @cached_property
     def stops_early(self) -> bool:

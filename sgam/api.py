@@ -188,10 +188,19 @@ def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any],
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``), and
     without the migration aliases for a store that knows no migration's dual read is in force;
     that form stops at its first row when ``single`` (``NamedQuery.packed_for``)."""
-    unmigrated = (_answered_text(query.packed_for(args, aliases=False, single=single, columns=columns), columns)
+    text, unmigrated = _answered_texts(query, query.nulls(args), single, columns)
+    return Statement(text, query.sendable(args), packed=True, unmigrated=unmigrated)
+
+
+@functools.lru_cache(maxsize=None)
+def _answered_texts(query: NamedQuery, nulls: frozenset[str], single: bool,
+                    columns: tuple[str, ...]) -> tuple[str, str | None]:
+    """:func:`_answered`'s texts: as written, and without the migration aliases (``None`` for a
+    query without them). One lookup a read, not four (``packed_for`` and :func:`_answered_text`
+    of each form)."""
+    unmigrated = (_answered_text(query.decided(nulls, aliases=False, single=single, columns=columns), columns)
                   if query.reads_aliases else None)
-    return Statement(_answered_text(query.packed_for(args, columns=columns), columns), query.sendable(args),
-                     packed=True, unmigrated=unmigrated)
+    return _answered_text(query.decided(nulls, columns=columns), columns), unmigrated
 
 
 # Many reads of one named query as one statement (current_many; the service's coalesced reads):
