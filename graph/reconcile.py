@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -502,9 +503,19 @@ def statement_key(tenant: str, subject: str, attribute: str, op: str, value_key:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
+# The generator of memory ids: its own, seeded from the system's entropy, and again in a forked
+# child (a child must not repeat its parent's ids). Not the ``random`` module's: a caller (or
+# Hypothesis, for every example) may seed that one, and repeated ids would collide in the store.
+_IDS = random.Random()
+os.register_at_fork(after_in_child=_IDS.seed)
+
+
 def new_memory_id() -> str:
-    """A fresh fact-version id: 80 random bits (``uuid4`` objects cost more than the rest of a plan)."""
-    return "m-" + os.urandom(10).hex()
+    """A fresh fact-version id: 80 random bits (``uuid4`` objects cost more than the rest of a plan)
+    from :data:`_IDS`, with no system call per id (``os.urandom`` took about 7 us of a delta's
+    planning while the server worked beside it: 2.6% of a write's Python). An id names a version;
+    it is no secret."""
+    return f"m-{_IDS.getrandbits(80):020x}"
 
 
 def storable_value(value: Any) -> Any:
