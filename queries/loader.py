@@ -58,11 +58,13 @@ _ORDERED = "\nORDER BY attribute, value"
 _FIRST = "\nLIMIT 1"
 # The text's last RETURN (a clause at the start of a line, as every query writes its clauses) and
 # what follows it (ORDER BY, SKIP, LIMIT), which :func:`returning` keeps.
-_LAST_RETURN = re.compile(r"(?:\A|\n)RETURN (?P<items>(?:(?!\nRETURN ).)*?)(?P<tail>\n(?:ORDER BY|SKIP|LIMIT)\b(?:(?!\nRETURN ).)*)?\s*\Z", re.S)
-_RETURN_ITEM = re.compile(r"(?P<expr>.*\S)\s+AS\s+(?P<alias>[A-Za-z_][A-Za-z0-9_]*)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)", re.S)
+_LAST_RETURN = re.compile(r"(?:\A|\n)RETURN (?P<items>(?:(?!\nRETURN ).)*?)"
+                          r"(?P<tail>\n(?:ORDER BY|SKIP|LIMIT)\b(?:(?!\nRETURN ).)*)?\s*\Z", re.S)
+_RETURN_ITEM = re.compile(r"(?P<expr>.*\S)\s+AS\s+(?P<alias>[A-Za-z_][A-Za-z0-9_]*)"
+                          r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)", re.S)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What makes a RETURN's rows depend on every item it lists: DISTINCT, an aggregation (its other
-# items are the grouping keys), a UNION (each part must return the same columns).
+# items are the grouping keys); and a UNION anywhere (each part must return the same columns).
 _GROUPING = re.compile(r"\bDISTINCT\b|\b(?:count|collect|sum|avg|min|max|stDevP?|percentile(?:Cont|Disc))\s*\(", re.I)
 # The columns a reader of facts and of paths uses (every fact query's ``fact`` map; traverse's).
 FACT_COLUMNS = ("fact",)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from importlib.resources import files
 from typing import Any
@@ -65,25 +66,39 @@ def _answer(graph: MemoryGraph, text: str, args: dict[str, Any]) -> Any:
         return ("refused", exc.code)
 
 
-@pytest.mark.parametrize("name", sorted(n for n, q in loader.load_queries().items() if q.null_tests))
-def test_decided_null_tests_give_the_query_s_own_answers(graph: MemoryGraph, tenant: str, name: str,
-                                                         request: pytest.FixtureRequest) -> None:
+def _seeded(graph: MemoryGraph, tenant: str, name: str, request: pytest.FixtureRequest
+            ) -> tuple[loader.NamedQuery, dict[str, Any]]:
+    """Query ``name`` and a value for each of its parameters, on the demo data in ``tenant``."""
     query = loader.load_queries()[name]
     plugins_for(request, query.text)
     _seed(graph, tenant)
     given = {**GIVEN, "tenant": tenant, "subject": SUBJECT.get(name, "mira")}
     given.update(dict.fromkeys(("known_at", "until"), datetime.now(timezone.utc)))
     given["memory_id"] = graph.current(tenant, "mira", "passport_deadline")[0].memory_id
+    return query, given
+
+
+def _decisions(query: loader.NamedQuery, given: dict[str, Any]) -> Iterator[tuple[dict[str, bool], dict[str, Any]]]:
+    """Each combination of null and given values of the query's tested parameters: which are
+    null, and the bound parameters."""
     tested = sorted(query.null_tests)
-    answered = 0
     for decided in itertools.product((False, True), repeat=len(tested)):
         bound = {p.name: given[p.name] for p in query.params}
         bound.update({n: None for n, null in zip(tested, decided) if null})
+        yield dict(zip(tested, decided)), bound
+
+
+@pytest.mark.parametrize("name", sorted(n for n, q in loader.load_queries().items() if q.null_tests))
+def test_decided_null_tests_give_the_query_s_own_answers(graph: MemoryGraph, tenant: str, name: str,
+                                                         request: pytest.FixtureRequest) -> None:
+    query, given = _seeded(graph, tenant, name, request)
+    answered = 0
+    for decided, bound in _decisions(query, given):
         args = query.sendable(bound)
         folded = query.packed_for(bound)
         assert folded != query.packed_text
         expected = _answer(graph, query.packed_text, args)
-        assert _answer(graph, folded, args) == expected, (name, dict(zip(tested, decided)))
+        assert _answer(graph, folded, args) == expected, (name, decided)
         answered += bool(expected) and expected[0] != "refused"
     assert answered or name in NOTHING_TO_ANSWER, f"{name}: the demo data answered no combination"
 
@@ -115,11 +130,17 @@ def _plain_answer(graph: MemoryGraph, text: str, args: dict[str, Any]) -> Any:
 
 
 def _columns(query: loader.NamedQuery) -> list[tuple[str, ...]]:
-    """Each name the query's last RETURN gives, alone, and the typed reads' fact map: the column
-    sets a reader may ask for (``loader.returning`` leaves a query it cannot trim as it is)."""
+    """Each name the query's last RETURN gives, alone (``loader.returning`` leaves a query it
+    cannot trim as it is)."""
     last = query.text[query.text.rindex("\nRETURN "):] if "\nRETURN " in query.text else ""
     names = sorted(set(re.findall(r"\bAS (\w+)", last)))
     return [(n,) for n in names]
+
+
+def _read(query: loader.NamedQuery) -> list[tuple[str, ...]]:
+    """The columns the typed reads ask of the query (the fact map; a path's columns)."""
+    names = {n for (n,) in _columns(query)}
+    return [c for c in (loader.FACT_COLUMNS, loader.PATH_COLUMNS) if set(c) <= names]
 
 
 TRIMMED = sorted(n for n, q in loader.load_queries().items()
@@ -131,19 +152,13 @@ def test_a_read_of_some_columns_gives_the_query_s_own_answers_in_them(graph: Mem
                                                                        request: pytest.FixtureRequest) -> None:
     """The last RETURN cut down to the columns read (and the order's keys) gives, in those
     columns, what the query as written gives (both projected by ``loader.projected``, as a typed
-    read sends them), for every column alone and every decision of the null tests."""
-    query = loader.load_queries()[name]
-    plugins_for(request, query.text)
-    _seed(graph, tenant)
-    given = {**GIVEN, "tenant": tenant, "subject": SUBJECT.get(name, "mira")}
-    given.update(dict.fromkeys(("known_at", "until"), datetime.now(timezone.utc)))
-    given["memory_id"] = graph.current(tenant, "mira", "passport_deadline")[0].memory_id
-    tested = sorted(query.null_tests)
+    read sends them): for the columns the typed reads ask, at every decision of the null tests;
+    for every other column alone, with every parameter given."""
+    query, given = _seeded(graph, tenant, name, request)
+    decisions = list(_decisions(query, given))
     answered = 0
-    for columns in _columns(query):
-        for decided in itertools.product((False, True), repeat=len(tested)):
-            bound = {p.name: given[p.name] for p in query.params}
-            bound.update({n: None for n, null in zip(tested, decided) if null})
+    for columns in _read(query) + _columns(query):
+        for decided, bound in decisions if columns in _read(query) else decisions[:1]:
             args = query.sendable(bound)
             cut = query.packed_for(bound, columns=columns)
             expected = _plain_answer(graph, loader.projected(query.packed_for(bound), columns), args)

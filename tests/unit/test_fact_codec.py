@@ -42,7 +42,8 @@ def stored(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
              "value_type": value_type, "kind": "attribute", "memory_type": "profile",
              "schema_version": draw(st.integers(1, 9)), "source_episode_id": "e1",
              "asserted_by": "tool:x", "confidence": draw(st.floats(0, 1)), "retention_policy": "permanent",
-             "status": draw(st.sampled_from(["confirmed", "candidate"])), "op": draw(st.sampled_from(["assert", "correct"])),
+             "status": draw(st.sampled_from(["confirmed", "candidate"])),
+             "op": draw(st.sampled_from(["assert", "correct"])),
              "support_count": draw(st.integers(1, 5)), "support_episodes": ["e1"], "delta_keys": ["d1"]}
     if draw(st.booleans()):
         props["visible_to"] = ["user:s"]
