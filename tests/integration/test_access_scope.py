@@ -349,6 +349,7 @@ def test_an_import_restricts_the_episodes_of_private_facts_as_a_write_does(
             for e in range(4):
                 scoped.record_episode(tenant_id=tenant, id=f"e{e}", content=f"episode {e}",
                                       occurred_at=EPOCH + timedelta(days=e))
+
         def deltas(tenant: str) -> list[MemoryDelta]:
             return [MemoryDelta(tenant_id=tenant, subject=subject, attribute=attribute,
                                 value=(f"acct-{v}" if attribute in ("holds", "secret_account") else f"v{v}"),
