@@ -57,7 +57,6 @@ _INSTANT_KEYS = frozenset(INSTANTS)
 _PLAIN = frozenset((str, int, float, bool, list, date))
 _PLAIN_VALUES = frozenset((str, int, float, bool, list, type(None)))
 _TEMPORAL = frozenset(("date", "datetime"))
-_validate_fact = Fact.model_validate
 
 
 def _plain_fact(props: dict[str, Any]) -> bool:
@@ -79,7 +78,7 @@ def fact_from_properties(props: dict[str, Any]) -> Fact:
     """
     if _plain_fact(props):
         # The API's reads (instants as text) of a value that is no date: validated as they are.
-        return _validate_fact(props)
+        return Fact.model_validate(props)
     data = {key: value if value is None or type(value) in _PLAIN else _to_native(value)
             for key, value in props.items()}
     value = data.get("value")

@@ -65,7 +65,8 @@ _RETURN_ITEM = re.compile(r"(?P<expr>.*\S)\s+AS\s+(?P<alias>[A-Za-z_][A-Za-z0-9_
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What makes a RETURN's rows depend on every item it lists: DISTINCT, an aggregation (its other
 # items are the grouping keys); and a UNION anywhere (each part must return the same columns).
-_GROUPING = re.compile(r"\bDISTINCT\b|\b(?:count|collect|sum|avg|min|max|stDevP?|percentile(?:Cont|Disc))\s*\(", re.I)
+_GROUPING = re.compile(r"\bDISTINCT\b|\b(?:count|collect|sum|avg|min|max|stDevP?|percentile(?:Cont|Disc))\s*\(",
+                       re.I)
 # The columns a reader of facts and of paths uses (every fact query's ``fact`` map; traverse's).
 FACT_COLUMNS = ("fact",)
 PATH_COLUMNS = ("entities", "types", "facts")

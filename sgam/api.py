@@ -188,19 +188,20 @@ def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any],
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``), and
     without the migration aliases for a store that knows no migration's dual read is in force;
     that form stops at its first row when ``single`` (``NamedQuery.packed_for``)."""
-    text, unmigrated = _answered_texts(query, query.nulls(args), single, columns)
+    text, unmigrated = _texts(query, query.nulls(args), single, columns, _answered_text)
     return Statement(text, query.sendable(args), packed=True, unmigrated=unmigrated)
 
 
 @functools.lru_cache(maxsize=None)
-def _answered_texts(query: NamedQuery, nulls: frozenset[str], single: bool,
-                    columns: tuple[str, ...]) -> tuple[str, str | None]:
-    """:func:`_answered`'s texts: as written, and without the migration aliases (``None`` for a
-    query without them). One lookup a read, not four (``packed_for`` and :func:`_answered_text`
-    of each form)."""
-    unmigrated = (_answered_text(query.decided(nulls, aliases=False, single=single, columns=columns), columns)
+def _texts(query: NamedQuery, nulls: frozenset[str], single: bool, columns: tuple[str, ...],
+           wrap: Callable[[str, tuple[str, ...]], str]) -> tuple[str, str | None]:
+    """A typed read's two texts, each ``query`` decided for ``nulls`` (``NamedQuery.decided``)
+    inside ``wrap`` (:func:`_answered_text`, :func:`_batched_text`): as written, and without the
+    migration aliases (``None`` for a query without them), which stops at its first row when
+    ``single``. One lookup a read, not four (each form's text, then its wrapper)."""
+    unmigrated = (wrap(query.decided(nulls, aliases=False, single=single, columns=columns), columns)
                   if query.reads_aliases else None)
-    return _answered_text(query.decided(nulls, columns=columns), columns), unmigrated
+    return wrap(query.decided(nulls, columns=columns), columns), unmigrated
 
 
 # Many reads of one named query as one statement (current_many; the service's coalesced reads):
@@ -529,14 +530,11 @@ class _Queries:
         but the subject), both are decided for them as a read alone is (``packed_for``), and the
         lean form stops at each read's first fact when every read is of one single-valued
         attribute, confirmed facts only (:meth:`_checked`)."""
-        decided = {frozenset(n for n in query.null_tests if b.get(n) is None) for b in bound}
+        decided = {query.nulls(b) for b in bound}
         if len(decided) != 1:
             return _batched_text(query.packed_text, columns), None
-        first = bound[0]
         single = all(self._answers_one(name, b) for b in bound)
-        lean = (_batched_text(query.packed_for(first, aliases=False, single=single, columns=columns), columns)
-                if query.reads_aliases else None)
-        return _batched_text(query.packed_for(first, columns=columns), columns), lean
+        return _texts(query, decided.pop(), single, columns, _batched_text)
 
     def _many(self, tenant: str, subjects: Sequence[str], attribute: str | None, principal: str | None,
               include_candidates: bool, memory_types: Any, errors: str) -> list[dict[str, Any]]:
