@@ -15,7 +15,8 @@ previous one is deleted):
 3. the query plans are re-made for the loaded graph (``db.clearQueryCaches``), then ``current``,
    ``as_of``, ``history``, a 3-hop ``traverse`` (knows -> works_at -> located_in) and ``context``
    (exact facts, no vector expansion) are timed on random slots, each interleaved with its raw
-   baseline: the same indexed lookup without temporal logic;
+   baseline (every round of one slot in a fresh random order): the same indexed lookup without
+   temporal logic; ``current`` and ``as_of`` also apart for single-valued and set-valued slots;
 4. Neo4j's store size (bytes of the database directory, local server only) and its heap in use
    (JMX) are recorded; ``current`` / ``as_of`` answers are checked against :mod:`sgam.bench.oracle` (the
    semantics written from docs/temporal-semantics.md) over the slot's deltas up to the size;
@@ -83,7 +84,9 @@ from sgam.ingest.graphiti.env import GraphitiUnavailable
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 HUGE_SIZE = 10_000_000
 WINDOW = 20_000
-LOOKUPS = 300
+# Timed calls of each read and its raw baseline at each size: with 300, two runs of nearly the same
+# code put `current` at 1M at 1.32x and 1.40x the raw lookup (sgam/bench/README.md, "Session 34").
+LOOKUPS = 1_000
 WARMUP = 50
 # Deltas of a warm-up stream (another seed, its own tenants) written before the first size: half
 # imported, half through the raw write and ``write_many``, then a few reads; never timed. A new
@@ -826,13 +829,18 @@ def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int, s
     names = list(variants)
     samples: dict[str, list[float]] = {name: [] for name in names}
     answers: dict[str, list[Any]] = {"current": [None] * lookups, "as_of": [None] * lookups}
+    # A fresh order each round: a rotation keeps each call's predecessor, and a read timed right
+    # after a heavier one (or after another read of its slot) came out 1.5-2% apart ("Session 33").
+    # Its own generator, so the slots and instants drawn above stay those of earlier runs.
+    order = random.Random(seed * 7919 + size + 1)
     with memory():
         for _ in range(min(WARMUP, lookups)):
             j = rng.randrange(lookups)
             for call in variants.values():
                 call(j)
         for i in range(lookups):
-            for name in names[i % len(names):] + names[:i % len(names)]:  # rotate to spread drift
+            order.shuffle(names)
+            for name in names:
                 seconds, answer = _timed(lambda: variants[name](i))
                 samples[name].append(seconds)
                 if name in answers:
@@ -855,10 +863,26 @@ def _lookups(graph: Any, stream: Stream, size: int, tenant: str, lookups: int, s
     baseline = {"current": "raw_lookup", "as_of": "raw_lookup", "history": "raw_history",
                 "traverse": "raw_traverse", "context": "raw_context"}
     result = {op: compare_latency(stats[op], stats[baseline[op]]) for op in OPERATIONS}
+    for op in ("current", "as_of"):
+        result[op]["by_cardinality"] = _by_cardinality(samples[op], samples[baseline[op]], pairs)
     correctness = {"checked": lookups, "current_mismatches": bad["current"],
                    "as_of_mismatches": bad["as_of"], "examples": examples}
     questions = [{"subject": s, "attribute": a, "as_of": t.isoformat()} for (s, a), t in zip(pairs, instants)]
     return result, correctness, questions
+
+
+def _by_cardinality(sgam: list[float], raw: list[float],
+                    pairs: Sequence[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """The lookups of single-valued and of set-valued slots apart (``one`` / ``many``), each SGAM
+    against its raw lookup. The raw lookup stops at the slot's first fact; a set-valued slot's
+    answer is every value it holds now (about four in this stream), each a whole fact."""
+    groups: dict[str, list[int]] = {"one": [], "many": []}
+    for i, (_, attribute) in enumerate(pairs):
+        many = SCHEMA.attribute(attribute).cardinality is Cardinality.MANY
+        groups["many" if many else "one"].append(i)
+    return {name: compare_latency(latency_summary([sgam[i] for i in indices]),
+                                  latency_summary([raw[i] for i in indices]))
+            for name, indices in groups.items() if indices}
 
 
 def _single_writes(graph: Any, stream: Stream, size: int, tenant: str, raw_tenant: str, count: int,
@@ -1264,6 +1288,17 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {row['size']:,} | {op} | {_ms(e, 'sgam', 'p50')} | {_ms(e, 'raw', 'p50')} | "
                          f"{e['ratio_p50']:.2f}x | {_ms(e, 'sgam', 'p99')} | {_ms(e, 'raw', 'p99')} | "
                          f"{e['ratio_p99']:.2f}x |")
+    split = [(row["size"], op, row["lookups"][op]["by_cardinality"]) for row in result["sizes"]
+             for op in ("current", "as_of") if "by_cardinality" in row["lookups"][op]]
+    if split:  # results written before the split have none
+        lines += ["", "The same reads by the attribute's cardinality (the raw lookup stops at a slot's first "
+                  "fact; a set-valued slot's answer is every value it holds now, each a whole fact):", "",
+                  "| facts | operation | single-valued: ratio p50 (SGAM / raw p50 ms, lookups) | "
+                  "set-valued: ratio p50 (SGAM / raw p50 ms, lookups) |", "|---:|---|---|---|"]
+        for size, op, groups in split:
+            cells = [f"{g['ratio_p50']:.2f}x ({_ms(g, 'sgam', 'p50')} / {_ms(g, 'raw', 'p50')}, {g['sgam']['n']})"
+                     if g else "none" for g in (groups.get("one"), groups.get("many"))]
+            lines.append(f"| {size:,} | {op} | {cells[0]} | {cells[1]} |")
     lines += ["", "| facts | write_many facts/s | raw facts/s | time ratio | bulk import facts/s | "
               "fact rows | store MB | heap used MB | harness RSS MB | SGAM MB write_many / lookups | "
               "mismatches | Graphiti search p50 ms | Graphiti p50 / current p50 |",

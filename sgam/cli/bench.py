@@ -124,7 +124,7 @@ def bench_scale(
     sizes: str = typer.Option("10k,100k,1m", help="Graph sizes in facts, ascending (e.g. 10k,100k,1m)"),
     huge: bool = typer.Option(False, "--huge", help="Add 10M facts (3-4 hours, ~20 GB of disk, ~1 GB of RAM; see README)"),
     window: int = typer.Option(20_000, help="Deltas written through write_many (timed) at each size"),
-    lookups: int = typer.Option(300, help="Timed calls per operation and size"),
+    lookups: int = typer.Option(1_000, help="Timed calls per operation and size (sgam.bench.scale.LOOKUPS)"),
     graphiti: bool = typer.Option(None, "--graphiti/--no-graphiti",
                                   help="Graphiti search latency too [default: at sizes up to 10k]"),
     seed: int = typer.Option(7, help="Random seed of the generated data (same seed, same data)"),

@@ -56,6 +56,11 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
             entry = row["lookups"][op]
             assert entry["sgam"]["n"] == entry["raw"]["n"] == 30
             assert _positive(entry["ratio_p50"]) and entry["sgam"]["p50_ms"] <= entry["sgam"]["p99_ms"]
+        for op in ("current", "as_of"):
+            # every lookup in one of the two groups, by its attribute's cardinality in the schema
+            groups = row["lookups"][op]["by_cardinality"]
+            assert set(groups) <= {"one", "many"} and sum(g["sgam"]["n"] for g in groups.values()) == 30
+            assert all(g["sgam"]["n"] == g["raw"]["n"] and _positive(g["ratio_p50"]) for g in groups.values())
         assert _positive(row["python"]["peak_rss_mb"])
         grown = row["python"]["sgam_peak_growth_mb"]
         assert set(grown) == {"bulk_import", "write_many", "lookups"}
@@ -77,6 +82,7 @@ def test_scale_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: Pa
     assert Path(files["png"]).read_bytes()[:4] == b"\x89PNG"
     markdown = Path(files["markdown"]).read_text(encoding="utf-8")
     assert "| 1,500 | traverse |" in markdown and "| 1,500 | `write`, one delta |" in markdown
+    assert "| 1,500 | as_of | " in markdown.split("by the attribute's cardinality")[1]
     assert "| wrong `current` / `as_of` answers | 0 | 0 at 600, 0 at 1,500 | yes |" in markdown
     with MemoryGraph.connect(uri, auth, schema=bench_scale.SCHEMA) as graph:  # tenants are gone (but their deletion records)
         for t in ("", "-raw", "-warm", "-warm-raw"):  # the warm-up's tenants too

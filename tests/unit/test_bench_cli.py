@@ -52,6 +52,7 @@ def test_bare_bench_runs_scale_then_replay_with_their_defaults(calls: list, monk
     assert [name for name, _ in calls] == ["scale", "replay"]
     scale, replay = calls[0][1], calls[1][1]
     assert scale["sizes"] == list(bench_scale.DEFAULT_SIZES) and scale["window"] == 20_000
+    assert scale["lookups"] == bench_scale.LOOKUPS  # the command's default is the module's
     assert scale["graphiti"] is None and scale["out_dir"] == Path("bench/results")
     assert replay["size"] == "smoke" and replay["seed"] == 7
 
