@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sgam.bench.scale import OPERATIONS, markdown, targets
+from sgam.bench.scale import OPERATIONS, _by_cardinality, markdown, targets
 
 
 def _row(size: int, *, write_ratio: float = 1.2, write_fps: float = 6_000, import_fps: float = 12_000,
@@ -15,6 +15,17 @@ def _row(size: int, *, write_ratio: float = 1.2, write_fps: float = 6_000, impor
                                      "driver_retries": retries or {}},
             "bulk_import": {"facts_per_s": import_fps}, "lookups": lookups,
             "correctness": {"current_mismatches": mismatches, "as_of_mismatches": 0}}
+
+
+def _split_row(size: int, groups: dict[str, Any]) -> dict[str, Any]:
+    row = _row(size)
+    row.update(stored={"fact_rows": 1}, store_bytes=None, neo4j_heap={}, python={"rss_mb": 1},
+               graphiti={"skipped": "disabled"})
+    row["writes"].update(raw_facts_per_s=1.0)
+    row["bulk_import"].update(facts_per_s=1.0)
+    for op in ("current", "as_of"):
+        row["lookups"][op]["by_cardinality"] = groups
+    return row
 
 
 def _met(result: dict[str, Any]) -> dict[str, bool | None]:
@@ -60,3 +71,25 @@ def markdown_tail(result: dict[str, Any]) -> str:
                        "neo4j_heap": {}, "python": {"rss_mb": 0}} for r in result["sizes"]]}
     text = markdown(full)
     return text[text.index("Targets"):]
+
+
+def test_reads_split_by_the_cardinality_the_schema_declares() -> None:
+    # contact and knows are declared "many" in the benchmark's schema, home_city and email "one";
+    # each read's SGAM time is its raw time times a factor that only its group shares
+    pairs = [("p-1", "contact"), ("p-2", "email"), ("p-3", "knows"), ("p-4", "home_city"), ("p-5", "email")]
+    raw = [0.001, 0.002, 0.003, 0.004, 0.005]
+    factor = {"contact": 1.5, "knows": 1.5, "email": 1.1, "home_city": 1.1}
+    sgam = [r * factor[a] for r, (_, a) in zip(raw, pairs)]
+    groups = _by_cardinality(sgam, raw, pairs)
+    assert set(groups) == {"one", "many"}
+    assert groups["many"]["sgam"]["n"] == 2 and groups["one"]["sgam"]["n"] == 3
+    assert groups["many"]["raw"]["p50_ms"] == 2.0 and groups["one"]["raw"]["p50_ms"] == 4.0  # medians of 1,3 / 2,4,5
+    assert groups["many"]["ratio_p50"] == 1.5 and groups["one"]["ratio_p50"] == 1.1
+    # a run that asked only single-valued slots has that group alone, and the Markdown says "none"
+    only = _by_cardinality(sgam[1:2], raw[1:2], pairs[1:2])
+    assert set(only) == {"one"}
+    lines = markdown({"started_at": "2026-12-06T00:00:00", "params": {"seed": 7, "sizes": [10_000], "window": 1,
+                                                                      "lookups": 1},
+                      "machine": {"cpu": "x", "cpu_count": 2}, "neo4j": {},
+                      "sizes": [_split_row(10_000, only)]}).splitlines()
+    assert "| 10,000 | current | 1.10x (2.20 / 2.00, 1) | none |" in lines
