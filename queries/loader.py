@@ -64,9 +64,11 @@ _RETURN_ITEM = re.compile(r"(?P<expr>.*\S)\s+AS\s+(?P<alias>[A-Za-z_][A-Za-z0-9_
                           r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)", re.S)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What makes a RETURN's rows depend on every item it lists: DISTINCT, an aggregation (its other
-# items are the grouping keys); and a UNION anywhere (each part must return the same columns).
+# items are the grouping keys); and, anywhere in the text, a UNION (each part must return the
+# same columns).
 _GROUPING = re.compile(r"\bDISTINCT\b|\b(?:count|collect|sum|avg|min|max|stDevP?|percentile(?:Cont|Disc))\s*\(",
                        re.I)
+_UNION = re.compile(r"\bUNION\b", re.I)
 # The columns a reader of facts and of paths uses (every fact query's ``fact`` map; traverse's).
 FACT_COLUMNS = ("fact",)
 PATH_COLUMNS = ("entities", "types", "facts")
@@ -323,7 +325,7 @@ def returning(text: str, columns: tuple[str, ...]) -> str:
     ``ORDER BY`` after it (in their order); ``text`` itself when that clause is not a plain list
     of ``expression AS name`` (or ``name``) items or does not return every one of ``columns``."""
     found = _LAST_RETURN.search(text)
-    if found is None or _GROUPING.search(found.group("items")) or re.search(r"\bUNION\b", text, re.I):
+    if found is None or _GROUPING.search(found.group("items")) or _UNION.search(text):
         return text
     tail = (found.group("tail") or "").rstrip()
     wanted = set(columns) | set(_NAME.findall(tail))
