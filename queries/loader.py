@@ -52,10 +52,17 @@ _ALIASES = re.compile(r"WITH CASE WHEN \$attribute IS NULL THEN \[\] ELSE COLLEC
                       r"WHERE (?P<active>[^\n]*?)\s*UNWIND properties\(m\)\.aliases AS pair .*?"
                       r"\} END AS aliases\n", re.S)
 _ALIASED = " OR f.attribute IN aliases"
-# The order a read of facts closes with (``current``, ``as-of``): :meth:`NamedQuery.packed_for`
-# replaces it with ``LIMIT 1`` for a reader that knows at most one row answers.
+# The order a read of facts closes with (``current``, ``as-of``), and the clause
+# :meth:`NamedQuery.packed_for` puts before its last RETURN with ``stop=True``: at most
+# ``$args.first`` rows (:func:`first_rows`), 1 for a reader that knows at most one row answers, so
+# that the server stops at the first fact that answers, and :data:`EVERY_ROW` for any other. One
+# text, so one plan, for both: as two texts (``LIMIT 1`` in place of the order) each was planned on
+# its first use, which put 110-250 ms planning runs in the replay benchmark's timed questions
+# (sgam/bench/README.md, "Session 35").
 _ORDERED = "\nORDER BY attribute, value"
-_FIRST = "\nLIMIT 1"
+FIRST = "first"
+_FIRST = f"\nWITH * LIMIT ${ARGS}.{FIRST}"
+EVERY_ROW = 2**62
 # The text's last RETURN (a clause at the start of a line, as every query writes its clauses) and
 # what follows it (ORDER BY, SKIP, LIMIT), which :func:`returning` keeps.
 _LAST_RETURN = re.compile(r"(?:\A|\n)RETURN (?P<items>(?:(?!\nRETURN ).)*?)"
@@ -146,7 +153,7 @@ class NamedQuery:
         optional = {p.name for p in self.params if p.optional}
         return frozenset(m.group(2) for m in _NULL_TEST.finditer(self.text)) & optional
 
-    def packed_for(self, bound: dict[str, Any], aliases: bool = True, single: bool = False,
+    def packed_for(self, bound: dict[str, Any], aliases: bool = True, stop: bool = False,
                    columns: tuple[str, ...] | None = None) -> str:
         """:attr:`packed_text` with each of :attr:`null_tests` replaced by its answer for ``bound``
         (``true`` or ``false``). The server's planner then drops the branches the call cannot
@@ -159,35 +166,37 @@ class NamedQuery:
         knows no schema migration's dual read is in force (``graph.evolution.MigrationWatch``):
         ``current``'s statement 7% faster (sgam/bench/README.md, "Session 28").
 
-        ``single=True``: for a reader that knows at most one row can answer (one single-valued
-        attribute, confirmed facts only: its believed rows never overlap in valid time), a text
-        that closes with :data:`_ORDERED` closes with ``LIMIT 1`` instead, so the server stops at
-        the first fact that answers instead of reading every fact of the subject: half the
-        database hits of ``current`` on the scale benchmark's 1M tenant, its statement 1.20x ->
-        1.15x the raw lookup (sgam/bench/README.md, "Session 32").
+        ``stop=True``: a text that closes with :data:`_ORDERED` keeps at most ``$args.first``
+        rows before its last ``RETURN`` (:func:`first_rows`). A reader that knows at most one row
+        can answer (one single-valued attribute, confirmed facts only: its believed rows never
+        overlap in valid time) sends 1, and the server stops at the first fact that answers
+        instead of reading every fact of the subject: half the database hits of ``current`` on the
+        scale benchmark's 1M tenant, its statement 1.20x -> 1.15x the raw lookup
+        (sgam/bench/README.md, "Session 32"); any other reader sends :data:`EVERY_ROW`, to the
+        same text and plan.
 
         ``columns``: for a reader that uses only these columns of the answer (a typed read: the
         ``fact`` map), the last ``RETURN`` computes only them and those its ``ORDER BY`` names
         (:func:`returning`); the server projects every column it is asked for, read or not."""
-        return self.decided(self.nulls(bound), aliases, single, columns)
+        return self.decided(self.nulls(bound), aliases, stop, columns)
 
     def nulls(self, bound: dict[str, Any]) -> frozenset[str]:
         """The parameters of :attr:`null_tests` that are null in ``bound``: with the other
         arguments of :meth:`packed_for`, what decides its text (see :meth:`decided`)."""
         return frozenset(name for name in self.null_tests if bound.get(name) is None)
 
-    def decided(self, nulls: frozenset[str], aliases: bool = True, single: bool = False,
+    def decided(self, nulls: frozenset[str], aliases: bool = True, stop: bool = False,
                 columns: tuple[str, ...] | None = None) -> str:
         """:meth:`packed_for` of a call whose null tested parameters are ``nulls`` (:meth:`nulls`)."""
         lean = not aliases and self.reads_aliases
-        first = single and self.stops_early
+        first = stop and self.stops_early
         if not self.null_tests and not lean and not first and columns is None:
             return self.packed_text
         return self._folded(nulls, lean, first, columns)
 
     @cached_property
     def stops_early(self) -> bool:
-        """Whether :meth:`packed_for` can make the text stop at its first row (``single``)."""
+        """Whether :meth:`packed_for` can make the text stop after ``$args.first`` rows (``stop``)."""
         return self.text.rstrip().endswith(_ORDERED)
 
     @cached_property
@@ -225,7 +234,8 @@ class NamedQuery:
 
         text = _ALIASES.sub("", self.text, count=1).replace(_ALIASED, "", 1) if lean else self.text
         if first:
-            text = text.rstrip().removesuffix(_ORDERED) + _FIRST
+            last = text.rindex("\nRETURN ")
+            text = text[:last] + _FIRST + text[last:]
         if columns is not None:
             text = returning(text, columns)
         return self._packed(_NULL_TEST.sub(answer, text))
@@ -370,6 +380,12 @@ def projected(text: str, columns: tuple[str, ...]) -> str:
     column it is sent, and the columns kept for Browser and the CLI cost a reader of facts most of
     its time: about 0.1 ms for each typed instant, every property of every node of a path."""
     return f"CALL () {{\n{text}\n}}\nRETURN {', '.join(columns)}"
+
+
+def first_rows(single: bool) -> int:
+    """The ``first`` argument of a text made with ``stop=True`` (:meth:`NamedQuery.packed_for`):
+    1 for a reader that knows at most one row answers, else :data:`EVERY_ROW`."""
+    return 1 if single else EVERY_ROW
 
 
 def packed(text: str, names: Iterable[str], instants: Iterable[str] = ()) -> str:

@@ -72,7 +72,8 @@ from sgam.ingest.rebuild import RebuildReport, rebuild_op
 from sgam.ingest.trail import shown as shown_trail
 from sgam.queries.context import Context, context_steps
 from sgam.queries.embeddings import Embedder, EmbedReport, backfill_steps, require_embedder
-from sgam.queries.loader import FACT_COLUMNS, PATH_COLUMNS, NamedQuery, get_query, packed
+from sgam.queries.loader import (FACT_COLUMNS, FIRST, PATH_COLUMNS, NamedQuery, first_rows, get_query, load_queries,
+                                 packed)
 
 from .placement import AsyncStores, Stores
 from .settings import Placement, Settings
@@ -188,18 +189,22 @@ def _answered(query: NamedQuery, columns: tuple[str, ...], args: dict[str, Any],
     """``query`` as :data:`ANSWERED` reads it (``args`` also carry KNOWN's ``subjects``), and
     without the migration aliases for a store that knows no migration's dual read is in force;
     that form stops at its first row when ``single`` (``NamedQuery.packed_for``)."""
-    text, unmigrated = _texts(query, query.nulls(args), single, columns, _answered_text)
-    return Statement(text, query.sendable(args), packed=True, unmigrated=unmigrated)
+    text, unmigrated = _texts(query, query.nulls(args), columns, _answered_text)
+    sent = query.sendable(args)
+    if unmigrated is not None and query.stops_early:
+        sent = {**sent, FIRST: first_rows(single)}
+    return Statement(text, sent, packed=True, unmigrated=unmigrated)
 
 
 @functools.lru_cache(maxsize=None)
-def _texts(query: NamedQuery, nulls: frozenset[str], single: bool, columns: tuple[str, ...],
+def _texts(query: NamedQuery, nulls: frozenset[str], columns: tuple[str, ...],
            wrap: Callable[[str, tuple[str, ...]], str]) -> tuple[str, str | None]:
     """A typed read's two texts, each ``query`` decided for ``nulls`` (``NamedQuery.decided``)
     inside ``wrap`` (:func:`_answered_text`, :func:`_batched_text`): as written, and without the
-    migration aliases (``None`` for a query without them), which stops at its first row when
-    ``single``. One lookup a read, not four (each form's text, then its wrapper)."""
-    unmigrated = (wrap(query.decided(nulls, aliases=False, single=single, columns=columns), columns)
+    migration aliases (``None`` for a query without them), which keeps at most ``first`` rows
+    (:func:`~sgam.queries.loader.first_rows`; one text whatever the reader sends). One lookup a
+    read, not four (each form's text, then its wrapper)."""
+    unmigrated = (wrap(query.decided(nulls, aliases=False, stop=True, columns=columns), columns)
                   if query.reads_aliases else None)
     return wrap(query.decided(nulls, columns=columns), columns), unmigrated
 
@@ -219,19 +224,26 @@ RETURN collect({%s}) AS rows
 OPTIONAL CALL (rows, args) { WITH rows, args WHERE rows = [] %s }
 RETURN i, rows, tenant, missing, merged
 """
-# A clause's WITH (not STARTS WITH or ENDS WITH), which _per_row makes carry `args` along.
-_CLAUSE_WITH = re.compile(r"(?<![A-Za-z_])(?<!STARTS )(?<!ENDS )WITH\s+")
+# A clause's WITH (not STARTS WITH or ENDS WITH), which _per_row makes carry `args` along; `WITH *`
+# (a stopping form's row limit) carries every variable already.
+_CLAUSE_WITH = re.compile(r"(?<![A-Za-z_])(?<!STARTS )(?<!ENDS )WITH\s+(?![\s*])")
+# A stopping form's row limit, and the same limit in a batch (a parameter of the whole statement).
+_STOP = f"WITH * LIMIT ${ARGS}.{FIRST}\n"
+_BATCH_STOP = f"WITH * LIMIT ${FIRST}\n"
 
 
 def _per_row(text: str) -> str:
     """Packed ``text`` reading its arguments from the variable ``args`` (one row of
-    :data:`BATCHED`) instead of the parameter: each clause's ``WITH`` carries it along. ValueError
-    for a text this cannot rewrite (one that reads another parameter, ``WITH DISTINCT``, ``WITH *``,
-    or a subquery that imports nothing)."""
-    if "CALL ()" in text or re.search(r"(?<!STARTS )(?<!ENDS )WITH\s+(DISTINCT|\*)", text):
+    :data:`BATCHED`) instead of the parameter: each clause's ``WITH`` carries it along. A stopping
+    form's row limit (``NamedQuery.packed_for(stop=True)``), which may not read a variable, reads
+    the parameter ``$first``, one for the whole batch. ValueError for a text this cannot rewrite
+    (one that reads another parameter, ``WITH DISTINCT``, ``WITH *`` other than that limit's, or a
+    subquery that imports nothing)."""
+    text = text.replace(_STOP, _BATCH_STOP)
+    if "CALL ()" in text or re.search(r"(?<!STARTS )(?<!ENDS )WITH\s+(DISTINCT|\*(?! LIMIT \$first\n))", text):
         raise ValueError("a query with WITH DISTINCT, WITH * or CALL () cannot be read per row")
     rewritten = _CLAUSE_WITH.sub(f"WITH {ARGS}, ", text.replace(f"${ARGS}.", f"{ARGS}."))
-    if "$" in rewritten:
+    if "$" in rewritten.replace(_BATCH_STOP, ""):
         raise ValueError("a query that reads a parameter besides its arguments cannot be read per row")
     return rewritten
 
@@ -504,12 +516,13 @@ class _Queries:
         bound = [self._bound(name, params)[1] for params in reads]
         unread = list(dict.fromkeys(n for b in bound for n in self._unread(b.get("attribute"))))
         text, unmigrated = self._batched(name, query, bound, columns)
+        single = all(self._answers_one(name, b) for b in bound)
 
         def steps() -> Generator[Statement, Records, list[Any]]:
             if unread:
                 self._require_attributes((yield Statement(UNALIASED, {"names": unread})))
-            found = yield Statement(text, {"batch": [query.sendable({**b, "subjects": [b["subject"]]}) for b in bound]},
-                                    unmigrated=unmigrated)
+            found = yield Statement(text, {"batch": [query.sendable({**b, "subjects": [b["subject"]]}) for b in bound],
+                                           FIRST: first_rows(single)}, unmigrated=unmigrated)
             answers: list[Any] = [None] * len(bound)
             for row in found:
                 answers[row["i"]] = row["rows"]
@@ -528,13 +541,12 @@ class _Queries:
         aliases (``None`` for a query without them). When the reads agree on which of the query's
         tested parameters are null (``current_many`` and the service's coalesced reads share all
         but the subject), both are decided for them as a read alone is (``packed_for``), and the
-        lean form stops at each read's first fact when every read is of one single-valued
-        attribute, confirmed facts only (:meth:`_checked`)."""
+        lean form keeps at most ``$first`` rows a read: 1 (each read stops at its first fact) when
+        every read is of one single-valued attribute, confirmed facts only (:meth:`_checked`)."""
         decided = {query.nulls(b) for b in bound}
         if len(decided) != 1:
             return _batched_text(query.packed_text, columns), None
-        single = all(self._answers_one(name, b) for b in bound)
-        return _texts(query, decided.pop(), single, columns, _batched_text)
+        return _texts(query, decided.pop(), columns, _batched_text)
 
     def _many(self, tenant: str, subjects: Sequence[str], attribute: str | None, principal: str | None,
               include_candidates: bool, memory_types: Any, errors: str) -> list[dict[str, Any]]:
@@ -871,6 +883,7 @@ class MemoryGraph(_Queries):
         self.targets = targets or Stores(store, None, Placement(), bootstrap=False,
                                          retry_seconds=0)
         telemetry.watch(store)  # the quarantine and queue gauges count on it
+        load_queries()  # parsed once a process, here rather than in its first read (3-4 ms)
 
     @classmethod
     def connect(cls, uri: str | None = None, auth: tuple[str, str] | None = None, *,
@@ -890,6 +903,7 @@ class MemoryGraph(_Queries):
             store.catch_up(bookmarks)
             if bootstrap:
                 store.run(bootstrap_op(store.schema, store.clock))
+            store.notice_migrations()
         except BaseException:
             store.close()
             raise
@@ -1385,6 +1399,7 @@ class AsyncMemoryGraph(_Queries):
         self.schema = store.schema
         self.clock = store.clock
         self.targets = targets or AsyncStores(store, None, Placement(), bootstrap=False, retry_seconds=0)
+        load_queries()  # parsed once a process, here rather than in its first read (3-4 ms)
         # The gauges count on it through the loop its driver runs on; a graph made outside a
         # running loop has none yet and is not counted.
         with contextlib.suppress(RuntimeError):
@@ -1406,6 +1421,7 @@ class AsyncMemoryGraph(_Queries):
             await store.catch_up(bookmarks)
             if bootstrap:
                 await store.run(bootstrap_op(store.schema, store.clock))
+            await store.notice_migrations()
         except BaseException:
             await store.close()
             raise

@@ -71,8 +71,12 @@ def test_a_typed_read_computes_its_fact_and_its_order_keys(name: str) -> None:
     assert order is not None
     aliases = re.findall(r"\bAS (\w+)", last)
     assert sorted(aliases) == sorted([*order.group(1).replace(" ", "").split(","), "fact"])
-    # Its stopping form keeps the fact alone.
+    # Its stopping form keeps at most $args.first rows before that RETURN, which is cut the same way.
     bound = {p.name: None for p in query.params} | {"tenant": "t", "subject": "s", "attribute": "a"}
-    single = query.packed_for(bound, aliases=False, single=True, columns=FACT_COLUMNS)
+    stopping = query.packed_for(bound, aliases=False, stop=True, columns=FACT_COLUMNS)
     if query.stops_early:
-        assert re.findall(r"\bAS (\w+)", single[single.rindex("\nRETURN "):]) == ["fact"]
+        head, last = stopping[:stopping.rindex("\nRETURN ")], stopping[stopping.rindex("\nRETURN "):]
+        assert head.endswith("\nWITH * LIMIT $args.first")
+        assert sorted(re.findall(r"\bAS (\w+)", last)) == sorted(aliases)
+    else:
+        assert "$args.first" not in stopping
