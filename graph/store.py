@@ -377,6 +377,14 @@ class Store(_Base):
         """Run a read query in READ access mode and return its records as dicts."""
         return self.run(one(Read(Statement(query, params))))
 
+    def notice_migrations(self) -> None:
+        """Ask now whether a schema migration's dual read is in force, as a read does when the
+        answer it holds is older than ``NOTICE_SECONDS``: a graph asks when it connects, so that
+        its first reads do not (a round trip on a new process's first read)."""
+        asked = self.migrations.due()
+        if asked is not None:
+            self.migrations.learn(self.read(IN_FORCE, {})[0]["in_force"], asked)
+
     def inspect(self, make_steps: Callable[[], Steps[T]], *, traced: dict[str, Any] | None = None) -> T:
         """Drive a statement generator in one READ transaction (a dry run: the server refuses a write).
         ``traced``: the parameters of a read to record as a read span (a named query's)."""
@@ -491,6 +499,12 @@ class AsyncStore(_Base):
     async def read(self, query: str, params: dict[str, Any]) -> Records:
         """See :meth:`Store.read`."""
         return await self.run(one(Read(Statement(query, params))))
+
+    async def notice_migrations(self) -> None:
+        """See :meth:`Store.notice_migrations`."""
+        asked = self.migrations.due()
+        if asked is not None:
+            self.migrations.learn((await self.read(IN_FORCE, {}))[0]["in_force"], asked)
 
     async def inspect(self, make_steps: Callable[[], Steps[T]], *, traced: dict[str, Any] | None = None) -> T:
         """See :meth:`Store.inspect`."""

@@ -152,6 +152,9 @@ def bench_replay(
                                        "at smoke and small; at large its load rate is measured on a sample]"),
     threads: int = typer.Option(1, min=0, help="torch threads for MiniLM (0 = torch's default; 1 is "
                                                "fastest on a busy 2-core machine)"),
+    new_process: bool = typer.Option(True, "--new-process/--no-new-process",
+                                     help="Also ask SGAM's questions from a process that has just "
+                                          "started (its own column and tail)"),
 ) -> None:
     """Deterministic replay benchmark: SGAM vs text memory (BM25, MiniLM) and Graphiti, no LLM."""
     from sgam.bench import replay as replay_module
@@ -159,7 +162,7 @@ def bench_replay(
     if size not in replay_module.SIZES:
         raise typer.BadParameter(f"--size must be one of {', '.join(replay_module.SIZES)}")
     result = replay_module.run(size=size, seed=seed, out_dir=out_dir, graphiti=graphiti,
-                               log=err.print, threads=threads)
+                               log=err.print, threads=threads, new_process=new_process)
     console.print(replay_module.markdown(result), markup=False, highlight=False)
     console.print(f"results: {result['result_files']}", markup=False, highlight=False)
 

@@ -41,6 +41,18 @@ def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: P
     assert sgam["all"]["stale_rate"] == 0
     assert sgam["all"]["resurrection_rate"] == 0
     assert sgam["all"]["leak_rate"] == 0
+    # The same questions asked by a process that has just started: the same answers, and SGAM's
+    # tail against its targets for both (each ratio from the column's own figures).
+    fresh = result["metrics"][bench_replay.NEW_PROCESS]
+    for qtype in QTYPES:
+        assert fresh[qtype]["n"] == sgam[qtype]["n"], qtype
+        assert fresh[qtype]["accuracy"] == 1.0, (qtype, result["misses"].get(bench_replay.NEW_PROCESS))
+    targets = {(t["system"], t["target"]): t for t in result["targets"]}
+    assert set(targets) == {(s, t) for s in ("sgam", bench_replay.NEW_PROCESS) for t in ("p95 / p50", "p99 / p50")}
+    for (system, target), row in targets.items():
+        whole = result["metrics"][system]["all"]
+        assert row["ratio"] == round(whole[f"{target[:3]}_ms"] / whole["p50_ms"], 2), row
+        assert row["met"] is (row["ratio"] <= bench_replay.TAIL_LIMITS[f"{target[:3]}_ms"]), row
     # the seed paper's claim: text memory answers current questions with superseded values
     dm_current_stale = [m["current"]["stale_rate"] for name, m in result["metrics"].items()
                         if name.startswith("dm-")]
@@ -65,6 +77,7 @@ def test_replay_smoke(neo4j_connection: tuple[str, tuple[str, str]], tmp_path: P
     assert saved["params"]["size"] == "smoke"
     assert "| current |" in Path(files["markdown"]).read_text()
     assert "| graphiti-datefilter / sgam |" in Path(files["markdown"]).read_text()
+    assert f"| {bench_replay.NEW_PROCESS} | p99 / p50 | 5x |" in Path(files["markdown"]).read_text()
     if files.get("png"):
         assert Path(files["png"]).stat().st_size > 0
 
@@ -78,8 +91,9 @@ def test_replay_beyond_graphiti_sizes_probes_its_load_rate(
     monkeypatch.setattr(bench_replay, "GRAPHITI_PROBE_PERSONS", 2)
     result = bench_replay.run(size="smoke", seed=7, out_dir=tmp_path, uri=uri, auth=auth, dm=False)
 
-    assert set(result["metrics"]) == {"sgam"}
+    assert set(result["metrics"]) == {"sgam", bench_replay.NEW_PROCESS}
     assert result["metrics"]["sgam"]["all"]["accuracy"] == 1.0, result["misses"]
+    assert result["metrics"][bench_replay.NEW_PROCESS]["all"]["accuracy"] == 1.0, result["misses"]
     data = result["dataset"]
     assert data["deltas"] + data["erasures"] == data["episodes"] == 177
     probe = result["graphiti"]["probe"]

@@ -126,6 +126,7 @@ def test_the_async_store_reads_lean_as_the_sync_one(neo4j_connection: tuple[str,
 
     async def scenario() -> list[str]:
         async with await AsyncMemoryGraph.connect(uri, auth, schema=default_schema()) as agraph:
+            agraph.store.migrations = MigrationWatch()  # as if its answer from connecting were old
             await agraph.record_episode(tenant_id=tenant, id="e0", content="Mira lives in Lisbon", occurred_at=AT,
                                         actor="user:mira")
             await agraph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Lisbon",
@@ -138,6 +139,37 @@ def test_the_async_store_reads_lean_as_the_sync_one(neo4j_connection: tuple[str,
 
     assert asyncio.run(scenario()) == ["Lisbon", "Lisbon"]
     assert _asked(sent) == 1 and not any("SchemaMigration" in t for t in sent if "$args.subject" in t)
+
+
+def test_a_graph_asks_when_it_connects_so_that_its_first_reads_need_not(
+        neo4j_connection: tuple[str, Any], tenant: str, sent: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The question a read asks when its answer is a notice old is asked when a graph connects
+    (sync and async), so a process's first read is one round trip, lean while no migration is in
+    force."""
+    monkeypatch.setattr(evolution, "NOTICE_SECONDS", 60.0)  # no second question within this test
+    uri, auth = neo4j_connection
+    sent.clear()
+    with MemoryGraph.connect(uri, auth, schema=default_schema()) as graph:
+        assert _asked(sent) == 1
+        graph.record_episode(tenant_id=tenant, id="e0", content="Mira lives in Lisbon", occurred_at=AT,
+                             actor="user:mira")
+        graph.write(tenant_id=tenant, subject="mira", attribute="home_city", value="Lisbon", valid_from=AT,
+                    source_episode_id="e0", asserted_by="user:mira")
+        sent.clear()
+        assert [f.value for f in graph.current(tenant, "mira", "home_city")] == ["Lisbon"]
+        assert _asked(sent) == 0 and _aliased(sent) == [False]
+
+    async def scenario() -> list[str]:
+        sent.clear()
+        async with await AsyncMemoryGraph.connect(uri, auth, schema=default_schema()) as agraph:
+            assert _asked(sent) == 1
+            sent.clear()
+            found = await agraph.current(tenant, "mira", "home_city")
+            assert _asked(sent) == 0 and _aliased(sent) == [False]
+            await agraph.delete_tenant(tenant)
+            return [f.value for f in found]
+
+    assert asyncio.run(scenario()) == ["Lisbon"]
 
 
 def test_a_migration_waits_for_the_readers_notice_before_it_moves_a_fact(

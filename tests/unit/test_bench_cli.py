@@ -66,7 +66,11 @@ def test_scale_options_and_alias(calls: list) -> None:
     result = CliRunner().invoke(app, ["bench-replay", "--size", "small"])
     assert result.exit_code == 0, result.output
     assert calls[-1] == ("replay", {"size": "small", "seed": 7, "out_dir": Path("bench/results"),
-                                    "graphiti": None, "log": calls[-1][1]["log"], "threads": 1})
+                                    "graphiti": None, "log": calls[-1][1]["log"], "threads": 1,
+                                    "new_process": True})
+    result = CliRunner().invoke(app, ["bench", "replay", "--no-new-process"])
+    assert result.exit_code == 0, result.output
+    assert calls[-1][1]["new_process"] is False
     assert "bench-replay" not in CliRunner().invoke(app, ["--help"]).output
 
 
