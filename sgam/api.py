@@ -227,9 +227,10 @@ RETURN i, rows, tenant, missing, merged
 # A clause's WITH (not STARTS WITH or ENDS WITH), which _per_row makes carry `args` along; `WITH *`
 # (a stopping form's row limit) carries every variable already.
 _CLAUSE_WITH = re.compile(r"(?<![A-Za-z_])(?<!STARTS )(?<!ENDS )WITH\s+(?![\s*])")
-# A stopping form's row limit, and the same limit in a batch (a parameter of the whole statement).
-_STOP = f"WITH * LIMIT ${ARGS}.{FIRST}\n"
-_BATCH_STOP = f"WITH * LIMIT ${FIRST}\n"
+# A stopping form's row limit (after its WITH), and the same limit in a batch (a parameter of the
+# whole statement).
+_STOP = f"* LIMIT ${ARGS}.{FIRST}\n"
+_BATCH_STOP = f"* LIMIT ${FIRST}\n"
 
 
 def _per_row(text: str) -> str:
