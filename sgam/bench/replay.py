@@ -683,20 +683,26 @@ def _ask_from_stdin() -> None:
                  for q in spec["questions"]]
     graph = MemoryGraph.connect(spec["uri"], tuple(spec["auth"]) if spec["auth"] else None,
                                 clock=SimClock(datetime.fromisoformat(spec["now"])))
-    asked = []
     try:
-        for q in questions:
-            t0 = time.perf_counter()
-            got = answer_sgam(graph, q)
-            asked.append({"qid": q.qid, "answer": got, "seconds": time.perf_counter() - t0})
+        asked = ask(lambda q: answer_sgam(graph, q), questions)
     finally:
         graph.close()
     print(json.dumps(asked))
 
 
+def ask(answer: Callable[[Question], str], questions: Sequence[Question]) -> list[dict[str, Any]]:
+    """Each question asked once, in order: its id, the answer and the seconds it took."""
+    asked = []
+    for q in questions:
+        t0 = time.perf_counter()
+        got = answer(q)
+        asked.append({"qid": q.qid, "answer": got, "seconds": time.perf_counter() - t0})
+    return asked
+
+
 def scored(world: World, asked: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The metrics of answers given elsewhere (:func:`ask_in_new_process`), as :func:`evaluate`
-    scores a system's, and its misses (at most ten)."""
+    """The metrics of one system's answers (:func:`ask`: in :func:`evaluate`, or in
+    :func:`ask_in_new_process`), per question type and over all, and its misses (at most ten)."""
     by_id = {q.qid: q for q in world.questions}
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
     misses: list[dict[str, Any]] = []
@@ -728,8 +734,8 @@ def tail_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def evaluate(world: World, systems: dict[str, Callable[[Question], str]]) -> dict[str, Any]:
-    per: dict[str, dict[str, list[dict[str, Any]]]] = {s: defaultdict(list) for s in systems}
-    misses: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    metrics: dict[str, dict[str, Any]] = {}
+    misses: dict[str, list[dict[str, Any]]] = {}
     # warm-up: every question once, untimed, so that the server has planned each query shape and
     # run it more than once (as for any process after the first: a text's first runs on a server
     # are slower while the JVM compiles the code generated for it; with one question of each type
@@ -739,20 +745,10 @@ def evaluate(world: World, systems: dict[str, Callable[[Question], str]]) -> dic
     for name, answer in systems.items():
         for q in warm_up:
             answer(q)
-        for q in world.questions:
-            t0 = time.perf_counter()
-            got = answer(q)
-            seconds = time.perf_counter() - t0
-            flags = score(world, q, got)
-            per[name][q.qtype].append({**flags, "seconds": seconds})
-            if not flags["correct"] and len(misses[name]) < 10:
-                misses[name].append({"qid": q.qid, "question": q.text, "gold": q.gold,
-                                     "answer": got, "note": q.note})
-    table = {name: {qt: _summary(per[name][qt]) for qt in QTYPES if per[name][qt]}
-             for name in systems}
-    for name in systems:
-        table[name]["all"] = _summary([r for qt in QTYPES for r in per[name][qt]])
-    return {"metrics": table, "misses": dict(misses)}
+        metrics[name], missed = scored(world, ask(answer, world.questions))
+        if missed:
+            misses[name] = missed
+    return {"metrics": metrics, "misses": misses}
 
 
 # -- the run ---------------------------------------------------------------------------------------
