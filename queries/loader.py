@@ -61,7 +61,7 @@ _ALIASED = " OR f.attribute IN aliases"
 # (sgam/bench/README.md, "Session 35").
 _ORDERED = "\nORDER BY attribute, value"
 FIRST = "first"
-_FIRST = f"* LIMIT ${ARGS}.{FIRST}"  # after "WITH " (alone it is no statement: tests/cypher_constants.py)
+STOP = f"* LIMIT ${ARGS}.{FIRST}"  # after "WITH " (alone it is no statement: tests/cypher_constants.py)
 EVERY_ROW = 2**62
 # The text's last RETURN (a clause at the start of a line, as every query writes its clauses) and
 # what follows it (ORDER BY, SKIP, LIMIT), which :func:`returning` keeps.
@@ -235,7 +235,7 @@ class NamedQuery:
         text = _ALIASES.sub("", self.text, count=1).replace(_ALIASED, "", 1) if lean else self.text
         if first:
             last = text.rindex("\nRETURN ")
-            text = f"{text[:last]}\nWITH {_FIRST}{text[last:]}"
+            text = f"{text[:last]}\nWITH {STOP}{text[last:]}"
         if columns is not None:
             text = returning(text, columns)
         return self._packed(_NULL_TEST.sub(answer, text))

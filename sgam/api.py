@@ -72,8 +72,8 @@ from sgam.ingest.rebuild import RebuildReport, rebuild_op
 from sgam.ingest.trail import shown as shown_trail
 from sgam.queries.context import Context, context_steps
 from sgam.queries.embeddings import Embedder, EmbedReport, backfill_steps, require_embedder
-from sgam.queries.loader import (FACT_COLUMNS, FIRST, PATH_COLUMNS, NamedQuery, first_rows, get_query, load_queries,
-                                 packed)
+from sgam.queries.loader import (FACT_COLUMNS, FIRST, PATH_COLUMNS, STOP, NamedQuery, first_rows, get_query,
+                                 load_queries, packed)
 
 from .placement import AsyncStores, Stores
 from .settings import Placement, Settings
@@ -229,7 +229,7 @@ RETURN i, rows, tenant, missing, merged
 _CLAUSE_WITH = re.compile(r"(?<![A-Za-z_])(?<!STARTS )(?<!ENDS )WITH\s+(?![\s*])")
 # A stopping form's row limit (after its WITH), and the same limit in a batch (a parameter of the
 # whole statement).
-_STOP = f"* LIMIT ${ARGS}.{FIRST}\n"
+_STOP = f"{STOP}\n"
 _BATCH_STOP = f"* LIMIT ${FIRST}\n"
 
 
